@@ -1,0 +1,168 @@
+/*
+ * tiletune: tuned scaled-dot-product attention, served by a daemon.
+ *
+ * One header for applications. Every function returns 0 (or a documented
+ * positive status) on success and a negative TT_ERR_* code on failure;
+ * tt_strerror() names the code. Out-parameters are written only on success.
+ * The library never logs, never aborts and never blocks past the time-out
+ * it was given. Handles are opaque; the caller owns what it opens and frees
+ * it with the matching *_close/_free, which accept NULL.
+ *
+ * ABI: functions are never changed once released; new behaviour comes as a
+ * new function (tt_x_v2). Structs that cross the ABI carry reserved space.
+ */
+#ifndef TILETUNE_H
+#define TILETUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TT_VERSION_MAJOR 0
+#define TT_VERSION_MINOR 1
+#define TT_VERSION_PATCH 0
+#define TT_VERSION_STRING "0.1.0"
+/* Version of the daemon's line protocol (docs/protocol.md). */
+#define TT_PROTOCOL_VERSION 1
+
+#if defined(TT_BUILDING_LIBRARY)
+#define TT_EXPORT __attribute__((visibility("default")))
+#else
+#define TT_EXPORT
+#endif
+
+/* ---- status codes ------------------------------------------------------ */
+
+/* tt_lookup: the daemon could not be asked (down, slow, refused); the
+ * result holds the built-in default and match == TT_MATCH_DEFAULT. */
+#define TT_FALLBACK 1
+
+enum {
+    TT_OK = 0,
+    TT_ERR_INVAL = -1,       /* an argument is invalid */
+    TT_ERR_NOMEM = -2,       /* out of memory */
+    TT_ERR_IO = -3,          /* a system call failed */
+    TT_ERR_PROTO = -4,       /* the peer broke the protocol */
+    TT_ERR_TIMEOUT = -5,     /* no answer within the time-out */
+    TT_ERR_NODAEMON = -6,    /* the daemon cannot be reached */
+    TT_ERR_UNSUPPORTED = -7, /* valid, but not supported (dtype, head_dim) */
+    TT_ERR_NOGPU = -8,       /* no usable GPU or driver */
+    TT_ERR_CUDA = -9,        /* the CUDA driver reported an error */
+    TT_ERR_COMPILE = -10,    /* NVRTC could not compile a variant */
+    TT_ERR_PERM = -11,       /* the daemon refused: not allowed */
+    TT_ERR_BUSY = -12,       /* the daemon refused: too many connections */
+    TT_ERR_NOTFOUND = -13,   /* no such job, record or file */
+    TT_ERR_DB = -14,         /* the tuning database failed */
+    TT_ERR_RANGE = -15,      /* a number is out of range */
+    TT_ERR_CORRUPT = -16,    /* a file or cache entry is corrupt */
+    TT_ERR_VERSION = -17,    /* made by a newer version of tiletune */
+    TT_ERR_REMOTE = -18,     /* the daemon answered ERR (see its message) */
+};
+
+/* A static, never-NULL description of a status code. */
+TT_EXPORT const char *tt_strerror(int code);
+
+/* ---- configs: one schedule of the kernel -------------------------------- */
+
+typedef enum tt_dtype { TT_DTYPE_FP16 = 0, TT_DTYPE_BF16 = 1 } tt_dtype;
+typedef enum tt_family { TT_FAMILY_MMA = 0 } tt_family;
+typedef enum tt_layout { TT_LAYOUT_PAD = 0, TT_LAYOUT_SWIZZLE = 1 } tt_layout;
+
+/*
+ * The schedule knobs (src/common/knobs.def is the list; its comment says
+ * what each is). A plain value: copy it freely.
+ */
+typedef struct tt_config {
+    int32_t family;    /* tt_family */
+    int32_t block_m;   /* query rows per CTA */
+    int32_t block_n;   /* keys per K/V tile */
+    int32_t warps;     /* warps per CTA */
+    int32_t stages;    /* K/V tiles in flight (1 = no prefetch) */
+    int32_t layout;    /* tt_layout of K/V/Q in shared memory */
+    int32_t q_in_regs; /* 1: Q fragments stay in registers */
+    int32_t reserved[9];
+} tt_config;
+
+/* Longest canonical text of a config, NUL included. */
+#define TT_CONFIG_TEXT_MAX 160
+
+/*
+ * Canonical text: "family=mma,block_m=128,..." with every knob in the
+ * order of knobs.def. Writes at most `len` bytes including the NUL;
+ * returns the length written (without the NUL) or TT_ERR_RANGE if `len`
+ * is too small.
+ */
+TT_EXPORT int tt_config_format(const tt_config *cfg, char *buf, size_t len);
+/* Parses the canonical text (knobs in any order, each exactly once). */
+TT_EXPORT int tt_config_parse(const char *text, tt_config *out);
+/* 1 if the two configs have the same knobs, else 0. */
+TT_EXPORT int tt_config_equal(const tt_config *a, const tt_config *b);
+
+/* ---- keys and lookups ---------------------------------------------------- */
+
+#define TT_ID_MAX 33 /* a GPU fingerprint or kernel revision: 32 hex + NUL */
+
+typedef struct tt_key {
+    tt_dtype dtype;
+    int32_t head_dim; /* 32, 64, 96, 128 or 256 */
+    int32_t causal;   /* 0 or 1 */
+    int64_t seqlen_q; /* >= 1 */
+    int64_t seqlen_k; /* >= 1 */
+    /* GPU fingerprint (hex); "" = the daemon's own GPU. */
+    char gpu[TT_ID_MAX];
+    /* Kernel revision (hex); "" = this library's kernel source. */
+    char rev[TT_ID_MAX];
+} tt_key;
+
+typedef enum tt_match {
+    TT_MATCH_EXACT = 0,   /* tuned for this very key */
+    TT_MATCH_NEAREST = 1, /* tuned for the nearest seqlen (log space) */
+    TT_MATCH_DEFAULT = 2, /* nothing tuned: the built-in default */
+} tt_match;
+
+typedef struct tt_lookup_result {
+    tt_config config;
+    tt_match match;
+    double tflops;       /* measured TFLOP/s of the record; 0 if none */
+    int64_t seqlen_q;    /* the key the record was tuned for */
+    int64_t seqlen_k;
+    int64_t reserved[4];
+} tt_lookup_result;
+
+/* The name of a match kind: "exact", "nearest", "default". */
+TT_EXPORT const char *tt_match_name(tt_match m);
+
+/* The built-in default config for a key (no daemon involved). */
+TT_EXPORT int tt_config_default(const tt_key *key, tt_config *out);
+
+/* ---- the client ----------------------------------------------------------- */
+
+typedef struct tt_client tt_client;
+
+/*
+ * Opens a client of the daemon at `socket_path` (NULL: $TILETUNE_SOCKET,
+ * else /run/tiletune/tiletune.sock). Connects lazily: opening never fails
+ * because the daemon is down. `timeout_ms` bounds every call (<= 0: 100).
+ * Thread-safe: one client may be shared by all threads of a process.
+ */
+TT_EXPORT int tt_client_open(const char *socket_path, int timeout_ms, tt_client **out);
+TT_EXPORT void tt_client_close(tt_client *c);
+
+/*
+ * The best config for `key`. Returns 0 with the daemon's answer (or a
+ * cached copy of it), TT_FALLBACK with the built-in default when the
+ * daemon could not be asked, or a negative code for an invalid key.
+ */
+TT_EXPORT int tt_lookup(tt_client *c, const tt_key *key, tt_lookup_result *out);
+
+/* ---- the kernel ------------------------------------------------------------ */
+/* (tt_sdpa_fwd and its arguments: see the kernels section below.) */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TILETUNE_H */

@@ -1,0 +1,162 @@
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const tt__knob knobs[] = {
+#define TT_KNOB(name, macro, min, max, names) \
+    {#name, #macro, min, max, names, offsetof(tt_config, name)},
+#include "knobs.def"
+#undef TT_KNOB
+};
+
+/* Every knob is an int32_t field of tt_config and the list fits the struct:
+ * a knob added to knobs.def without its field fails to compile here. */
+#define TT_KNOB(name, macro, min, max, names)                                          \
+    _Static_assert(sizeof(((tt_config *)0)->name) == sizeof(int32_t), #name " is int32"); \
+    _Static_assert(offsetof(tt_config, name) < offsetof(tt_config, reserved),            \
+                   #name " lies before reserved");
+#include "knobs.def"
+#undef TT_KNOB
+_Static_assert(sizeof(knobs) / sizeof(knobs[0]) * sizeof(int32_t) == offsetof(tt_config, reserved),
+               "tt_config has a field that knobs.def does not list");
+
+int tt__knob_count(void) { return (int)(sizeof(knobs) / sizeof(knobs[0])); }
+
+const tt__knob *tt__knob_at(int i) {
+    if (i < 0 || i >= tt__knob_count()) return NULL;
+    return &knobs[i];
+}
+
+const tt__knob *tt__knob_find(const char *name) {
+    for (int i = 0; i < tt__knob_count(); i++)
+        if (strcmp(knobs[i].name, name) == 0) return &knobs[i];
+    return NULL;
+}
+
+int32_t tt__knob_get(const tt__knob *k, const tt_config *cfg) {
+    int32_t v;
+    memcpy(&v, (const char *)cfg + k->offset, sizeof v);
+    return v;
+}
+
+void tt__knob_set(const tt__knob *k, tt_config *cfg, int32_t v) {
+    memcpy((char *)cfg + k->offset, &v, sizeof v);
+}
+
+/* The i-th symbolic name of a knob, as a pointer into `names` and a length. */
+static int symbolic_name(const tt__knob *k, int32_t v, const char **s, size_t *n) {
+    if (!k->names || v < k->min || v > k->max) return -1;
+    const char *p = k->names;
+    for (int32_t i = k->min; i < v; i++) {
+        p = strchr(p, '|');
+        if (!p) return -1;
+        p++;
+    }
+    const char *end = strchr(p, '|');
+    *s = p;
+    *n = end ? (size_t)(end - p) : strlen(p);
+    return 0;
+}
+
+int tt__knob_parse_value(const tt__knob *k, const char *text, int32_t *out) {
+    if (!text || !*text) return TT_ERR_INVAL;
+    if (k->names) {
+        for (int32_t v = k->min; v <= k->max; v++) {
+            const char *s;
+            size_t n;
+            if (symbolic_name(k, v, &s, &n) == 0 && strlen(text) == n && memcmp(text, s, n) == 0) {
+                *out = v;
+                return 0;
+            }
+        }
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (*end != '\0' || end == text || text[0] == '+' || text[0] == ' ') return TT_ERR_INVAL;
+    if (errno == ERANGE || v < k->min || v > k->max) return TT_ERR_RANGE;
+    *out = (int32_t)v;
+    return 0;
+}
+
+int tt__config_check_ranges(const tt_config *cfg, char *err, size_t errlen) {
+    for (int i = 0; i < tt__knob_count(); i++) {
+        int32_t v = tt__knob_get(&knobs[i], cfg);
+        if (v < knobs[i].min || v > knobs[i].max) {
+            if (err && errlen)
+                snprintf(err, errlen, "%s=%d is out of range %d..%d", knobs[i].name, (int)v,
+                         knobs[i].min, knobs[i].max);
+            return TT_ERR_RANGE;
+        }
+    }
+    return 0;
+}
+
+int tt_config_format(const tt_config *cfg, char *buf, size_t len) {
+    if (!cfg || !buf) return TT_ERR_INVAL;
+    if (tt__config_check_ranges(cfg, NULL, 0) < 0) return TT_ERR_RANGE;
+    size_t used = 0;
+    for (int i = 0; i < tt__knob_count(); i++) {
+        const tt__knob *k = &knobs[i];
+        int32_t v = tt__knob_get(k, cfg);
+        const char *s;
+        size_t n;
+        int w;
+        if (symbolic_name(k, v, &s, &n) == 0)
+            w = snprintf(buf + used, len > used ? len - used : 0, "%s%s=%.*s", i ? "," : "", k->name,
+                         (int)n, s);
+        else
+            w = snprintf(buf + used, len > used ? len - used : 0, "%s%s=%d", i ? "," : "", k->name,
+                         (int)v);
+        if (w < 0) return TT_ERR_INVAL;
+        used += (size_t)w;
+    }
+    if (used >= len) return TT_ERR_RANGE;
+    return (int)used;
+}
+
+int tt_config_parse(const char *text, tt_config *out) {
+    if (!text || !out) return TT_ERR_INVAL;
+    size_t tlen = strlen(text);
+    if (tlen == 0 || tlen >= TT_CONFIG_TEXT_MAX * 2) return TT_ERR_INVAL;
+    tt_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    unsigned seen = 0;
+    char item[TT_CONFIG_TEXT_MAX * 2];
+    const char *p = text;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        memcpy(item, p, n);
+        item[n] = '\0';
+        char *eq = strchr(item, '=');
+        if (!eq) return TT_ERR_INVAL;
+        *eq = '\0';
+        const tt__knob *k = tt__knob_find(item);
+        if (!k) return TT_ERR_INVAL;
+        unsigned bit = 1u << (k - knobs);
+        if (seen & bit) return TT_ERR_INVAL;
+        seen |= bit;
+        int32_t v;
+        int rc = tt__knob_parse_value(k, eq + 1, &v);
+        if (rc < 0) return rc;
+        tt__knob_set(k, &cfg, v);
+        if (!comma) break;
+        p = comma + 1;
+    }
+    if (seen != (1u << tt__knob_count()) - 1) return TT_ERR_INVAL;
+    *out = cfg;
+    return 0;
+}
+
+int tt_config_equal(const tt_config *a, const tt_config *b) {
+    if (!a || !b) return 0;
+    for (int i = 0; i < tt__knob_count(); i++)
+        if (tt__knob_get(&knobs[i], a) != tt__knob_get(&knobs[i], b)) return 0;
+    return 1;
+}

@@ -1,0 +1,55 @@
+#include "key.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *tt__dtype_name(tt_dtype d) {
+    switch (d) {
+    case TT_DTYPE_FP16: return "fp16";
+    case TT_DTYPE_BF16: return "bf16";
+    }
+    return NULL;
+}
+
+int tt__dtype_parse(const char *s, tt_dtype *out) {
+    if (!s) return TT_ERR_INVAL;
+    if (strcmp(s, "fp16") == 0) *out = TT_DTYPE_FP16;
+    else if (strcmp(s, "bf16") == 0) *out = TT_DTYPE_BF16;
+    else return TT_ERR_UNSUPPORTED;
+    return 0;
+}
+
+int tt__head_dim_supported(int32_t d) {
+    return d == 32 || d == 64 || d == 96 || d == 128 || d == 256;
+}
+
+int tt__is_hex_id(const char *s) {
+    size_t n = strnlen(s, TT_ID_MAX);
+    if (n == 0 || n >= TT_ID_MAX) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return 1;
+}
+
+int tt__key_check(const tt_key *key, char *err, size_t errlen) {
+#define FAIL(code, ...)                                   \
+    do {                                                  \
+        if (err && errlen) snprintf(err, errlen, __VA_ARGS__); \
+        return code;                                      \
+    } while (0)
+    if (!key) FAIL(TT_ERR_INVAL, "no key");
+    if (!tt__dtype_name(key->dtype)) FAIL(TT_ERR_UNSUPPORTED, "unsupported dtype %d", (int)key->dtype);
+    if (!tt__head_dim_supported(key->head_dim))
+        FAIL(TT_ERR_UNSUPPORTED, "unsupported head_dim %d (32, 64, 96, 128 or 256)", (int)key->head_dim);
+    if (key->causal != 0 && key->causal != 1) FAIL(TT_ERR_RANGE, "causal must be 0 or 1");
+    if (key->seqlen_q < 1 || key->seqlen_q > TT_SEQLEN_MAX)
+        FAIL(TT_ERR_RANGE, "seqlen_q %lld out of range 1..%d", (long long)key->seqlen_q, TT_SEQLEN_MAX);
+    if (key->seqlen_k < 1 || key->seqlen_k > TT_SEQLEN_MAX)
+        FAIL(TT_ERR_RANGE, "seqlen_k %lld out of range 1..%d", (long long)key->seqlen_k, TT_SEQLEN_MAX);
+    if (memchr(key->gpu, '\0', TT_ID_MAX) == NULL || (key->gpu[0] && !tt__is_hex_id(key->gpu)))
+        FAIL(TT_ERR_INVAL, "gpu must be a hex fingerprint");
+    if (memchr(key->rev, '\0', TT_ID_MAX) == NULL || (key->rev[0] && !tt__is_hex_id(key->rev)))
+        FAIL(TT_ERR_INVAL, "rev must be a hex kernel revision");
+    return 0;
+#undef FAIL
+}
