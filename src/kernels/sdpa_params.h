@@ -1,0 +1,54 @@
+/*
+ * The contract between the SDPA kernel source (compiled by NVRTC as C++)
+ * and the host launcher (C11). Plain C, no includes: NVRTC gets this file as
+ * an embedded header.
+ *
+ * A variant is compiled with -D macros: the knobs of src/common/knobs.def
+ * (TT_FAMILY, TT_BLOCK_M, TT_BLOCK_N, TT_WARPS, TT_STAGES, TT_LAYOUT,
+ * TT_Q_IN_REGS) plus the problem's compile-time facts TT_HEAD_DIM,
+ * TT_DTYPE (0 fp16, 1 bf16) and TT_CAUSAL (0/1).
+ *
+ * Entry: extern "C" __global__ void tt_sdpa_fwd_kernel(tt_sdpa_params p);
+ * Grid: (ceil(seqlen_q / TT_BLOCK_M), heads_q, batch); block: TT_WARPS * 32
+ * threads; dynamic shared memory: TT_SDPA_SMEM_BYTES(...) below.
+ *
+ * Semantics: torch.nn.functional.scaled_dot_product_attention. Causal is
+ * PyTorch's alignment (top-left: query i sees keys j <= i). GQA: query head
+ * h reads K/V head h / (heads_q / heads_kv). Strides are in elements; the
+ * last dimension is contiguous; pointers are 16-byte aligned and row strides
+ * multiples of 8 elements (checked by the launcher).
+ */
+#ifndef TT_SDPA_PARAMS_H
+#define TT_SDPA_PARAMS_H
+
+#ifdef __CUDACC_RTC__
+typedef long long tt_i64;
+#else
+#include <stdint.h>
+typedef int64_t tt_i64;
+#endif
+
+typedef struct tt_sdpa_params {
+    const void *q, *k, *v; /* [batch, heads, seqlen, head_dim] by strides */
+    void *o;               /* same shape as q */
+    float *lse;            /* [batch, heads_q, seqlen_q], may be NULL */
+    tt_i64 q_batch_stride, q_head_stride, q_row_stride;
+    tt_i64 k_batch_stride, k_head_stride, k_row_stride;
+    tt_i64 v_batch_stride, v_head_stride, v_row_stride;
+    tt_i64 o_batch_stride, o_head_stride, o_row_stride;
+    tt_i64 lse_batch_stride, lse_head_stride; /* row stride is 1 */
+    int batch, heads_q, heads_kv, seqlen_q, seqlen_k;
+    float scale;      /* softmax scale (1/sqrt(head_dim) by default) */
+    float scale_log2; /* scale * log2(e): the kernel works in exp2 */
+} tt_sdpa_params;
+
+/* Elements per shared-memory row: padded rows add 8 elements (16 bytes) so
+ * ldmatrix rows fall in different banks; swizzled rows need no padding. */
+#define TT_SDPA_SMEM_ROW(head_dim, layout) ((head_dim) + ((layout) == 0 ? 8 : 0))
+
+/* Dynamic shared memory of a variant, in bytes: the Q tile plus `stages`
+ * K tiles and `stages` V tiles of 2-byte elements. */
+#define TT_SDPA_SMEM_BYTES(block_m, block_n, head_dim, stages, layout) \
+    (2 * TT_SDPA_SMEM_ROW(head_dim, layout) * ((block_m) + 2 * (stages) * (block_n)))
+
+#endif
