@@ -1,0 +1,241 @@
+/*
+ * The tuning database (db/schema.sql, docs/schema.md): GPU models, kernel
+ * revisions, every measurement, the winner per key, and the persistent
+ * tuning job queue, in one SQLite file.
+ *
+ * A tt_store is one connection: use it from one thread at a time. Several
+ * processes may open the same file (WAL: readers never wait for the
+ * writer; writers queue behind busy_timeout). Every function returns 0 or
+ * a negative TT_ERR_* code; the message of the last failure is kept on the
+ * handle (tt_store_errmsg). Out-parameters are written only on success.
+ * Nothing here prints.
+ *
+ * Keys given to the measurement/best functions must name their GPU
+ * fingerprint and kernel revision (key.gpu, key.rev non-empty), and both
+ * must have been registered with tt_store_put_gpu / tt_store_put_rev
+ * first (TT_ERR_NOTFOUND otherwise). Job keys may leave them empty: ""
+ * means "whichever GPU runs it" / "the current kernel source".
+ */
+#ifndef TT_TUNER_STORE_H
+#define TT_TUNER_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tiletune.h"
+
+/* PRAGMA application_id of a tiletune database: "TTdb" in ASCII. */
+#define TT_STORE_APPLICATION_ID 0x54546462
+/* The schema version this build writes (PRAGMA user_version). */
+#define TT_STORE_SCHEMA_VERSION 1
+
+#define TT_NAME_MAX 128 /* GPU names, hostnames, version strings, with NUL */
+
+typedef struct tt_store tt_store;
+
+/*
+ * Opens the database at `path`, creating it if it does not exist, and
+ * migrates it to TT_STORE_SCHEMA_VERSION. Refuses, leaving the file
+ * byte-for-byte untouched: a schema newer than this build
+ * (TT_ERR_VERSION), a file that is not a tiletune database or a corrupt
+ * one (TT_ERR_CORRUPT). The message goes to err (may be NULL). On success
+ * *out is the caller's; close it with tt_store_close.
+ */
+int tt_store_open(const char *path, tt_store **out, char *err, size_t errlen);
+/* Finalizes the statements and closes the file. NULL is a no-op. */
+void tt_store_close(tt_store *s);
+/* The message of the last failed call on `s` ("" if none). */
+const char *tt_store_errmsg(const tt_store *s);
+
+/* ---- GPU models and kernel revisions ----------------------------------- */
+
+typedef struct tt_gpu_info {
+    char fingerprint[TT_ID_MAX]; /* tt_gpu_fingerprint() of the fields below */
+    char name[TT_NAME_MAX];      /* "NVIDIA H200" */
+    int32_t cc_major, cc_minor;  /* compute capability */
+    int32_t sm_count;
+    int64_t mem_bytes;
+    /* What this model was last seen with (informational, not identity). */
+    char driver[TT_NAME_MAX]; /* "570.86.15" */
+    char cuda[TT_NAME_MAX];   /* "13.0" */
+    char nvrtc[TT_NAME_MAX];  /* "13.0" */
+} tt_gpu_info;
+
+/*
+ * The GPU model's identity: a hex hash of name, compute capability, SM
+ * count and memory, so GPUs of one model on different nodes share records,
+ * while a different model (or a MIG slice) gets its own. Writes 17 bytes.
+ */
+void tt_gpu_fingerprint(const char *name, int cc_major, int cc_minor, int sm_count,
+                        int64_t mem_bytes, char out[TT_ID_MAX]);
+
+/* Inserts or updates a GPU model (driver/CUDA/NVRTC versions are updated to
+ * the given ones). `gpu->fingerprint` must be set (tt_gpu_fingerprint). */
+int tt_store_put_gpu(tt_store *s, const tt_gpu_info *gpu);
+/* TT_ERR_NOTFOUND if the fingerprint is unknown. */
+int tt_store_get_gpu(tt_store *s, const char *fingerprint, tt_gpu_info *out);
+/* Registers a kernel revision (source hash, hex) once; a later call keeps
+ * the first description. `description` may be NULL. */
+int tt_store_put_rev(tt_store *s, const char *rev, const char *description);
+
+/* ---- measurements and winners ------------------------------------------ */
+
+typedef enum tt_meas_status {
+    TT_MEAS_OK = 0,      /* correct and timed */
+    TT_MEAS_WRONG = 1,   /* computed a wrong result */
+    TT_MEAS_FAULT = 2,   /* faulted (illegal address, ...): worker died */
+    TT_MEAS_TIMEOUT = 3, /* did not finish within its time limit */
+    TT_MEAS_SKIPPED = 4, /* not run (pruned, invalid for the device) */
+} tt_meas_status;
+
+/* "ok", "wrong", "fault", "timeout", "skipped"; NULL if out of range. */
+const char *tt_meas_status_name(tt_meas_status st);
+/* TT_ERR_INVAL for an unknown name. */
+int tt_meas_status_parse(const char *name, tt_meas_status *out);
+
+/*
+ * One measurement, or one winner (then status is TT_MEAS_OK). Optional
+ * fields use -1 (ints) or a negative value (doubles) for "not recorded";
+ * they are stored as NULL.
+ */
+typedef struct tt_record {
+    tt_key key; /* gpu and rev filled */
+    tt_config config;
+    int32_t batch, heads; /* the problem that was timed */
+    double time_ms;       /* median */
+    double time_min_ms;   /* optional */
+    double spread;        /* (p80 - p20) / median; optional */
+    int32_t reps;         /* timed repetitions */
+    double tflops;
+    tt_meas_status status;
+    int64_t measured_at; /* unix seconds */
+    char node[TT_NAME_MAX]; /* hostname that measured it */
+    /* Optional conditions of the run (issue 4: NVML). */
+    int32_t sm_clock_mhz;
+    int32_t temp_c;
+    int32_t busy; /* 1: other processes used the GPU; never becomes best */
+    /* Optional compile report of the variant. */
+    int32_t regs, smem_bytes, spill_bytes;
+    int64_t id; /* measurement id; set by the store; 0 for imported winners */
+} tt_record;
+
+/* A record with every optional field "not recorded" and the rest zero. */
+void tt_record_init(tt_record *r);
+
+/*
+ * Records a measurement and, in the same transaction, makes it the winner
+ * of its key if it is ok, not busy, and faster than the current winner (or
+ * there is none). A reader sees the new winner as soon as this returns.
+ * *became_best (may be NULL) says whether it did. rec->id is ignored.
+ */
+int tt_store_add_measurement(tt_store *s, const tt_record *rec, int *became_best);
+/* Sets the winner of rec->key unconditionally (import, tests). */
+int tt_store_put_best(tt_store *s, const tt_record *rec);
+/* The winner of `key`, or TT_ERR_NOTFOUND. */
+int tt_store_get_best(tt_store *s, const tt_key *key, tt_record *out);
+/* Deletes the winner of `key` (measurements stay as history); *forgot
+ * (may be NULL) is 1 if there was one. */
+int tt_store_forget(tt_store *s, const tt_key *key, int *forgot);
+
+/* Iteration callbacks: return 0 to go on; anything else stops the
+ * iteration and is returned by the iterating function. The record is
+ * valid only during the call. */
+typedef int (*tt_store_record_cb)(void *ud, const tt_record *rec);
+typedef int (*tt_store_config_cb)(void *ud, const tt_config *cfg, tt_meas_status st);
+
+/* Every winner of every GPU and revision (the daemon filters). */
+int tt_store_each_best(tt_store *s, tt_store_record_cb cb, void *ud);
+/* Every measurement, oldest first; `gpu` NULL or "" = every GPU. */
+int tt_store_each_measurement(tt_store *s, const char *gpu, tt_store_record_cb cb, void *ud);
+/* The distinct configs ever recorded wrong, fault or timeout for this key
+ * (same GPU and revision; any batch/heads): the worker skips them. */
+int tt_store_failed_configs(tt_store *s, const tt_key *key, tt_store_config_cb cb, void *ud);
+
+/* Counts for STATUS. */
+int tt_store_count_best(tt_store *s, int64_t *out);
+int tt_store_count_measurements(tt_store *s, int64_t *out);
+
+/* ---- the persistent job queue ------------------------------------------ */
+
+typedef enum tt_job_mode { TT_JOB_EXHAUSTIVE = 0, TT_JOB_FAST = 1 } tt_job_mode;
+
+typedef enum tt_job_state {
+    TT_JOB_QUEUED = 0,  /* no key claimed yet (or all returned by recovery) */
+    TT_JOB_RUNNING = 1, /* some key claimed or finished, some pending */
+    TT_JOB_DONE = 2,    /* every key finished, none failed */
+    TT_JOB_FAILED = 3,  /* every key finished, at least one failed */
+    TT_JOB_CANCELLED = 4,
+} tt_job_state;
+
+typedef enum tt_jkey_state {
+    TT_JKEY_PENDING = 0,
+    TT_JKEY_RUNNING = 1,
+    TT_JKEY_DONE = 2,
+    TT_JKEY_FAILED = 3,
+    TT_JKEY_CANCELLED = 4,
+} tt_jkey_state;
+
+const char *tt_job_mode_name(tt_job_mode m);     /* "exhaustive", "fast" */
+int tt_job_mode_parse(const char *name, tt_job_mode *out);
+const char *tt_job_state_name(tt_job_state st);  /* "queued", ... */
+const char *tt_jkey_state_name(tt_jkey_state st); /* "pending", ... */
+
+typedef struct tt_job_info {
+    int64_t id;
+    tt_job_state state;
+    tt_job_mode mode;
+    int32_t batch, heads; /* 0: the worker's default rule */
+    int64_t created_at, updated_at; /* unix seconds */
+    int64_t keys, pending, running, done, failed, cancelled; /* key counts */
+} tt_job_info;
+
+/* A key handed to a worker by tt_store_job_next_key. */
+typedef struct tt_job_claim {
+    int64_t job_id;
+    int32_t seq; /* the key's index in its job */
+    tt_key key;  /* gpu/rev as queued: "" = the worker's own */
+    tt_job_mode mode;
+    int32_t batch, heads;
+} tt_job_claim;
+
+/* Queues a job of `nkeys` keys (checked with tt__key_check; duplicates are
+ * kept once). batch/heads >= 0. *job_id is the new job's id. */
+int tt_store_job_create(tt_store *s, const tt_key *keys, int nkeys, tt_job_mode mode,
+                        int32_t batch, int32_t heads, int64_t *job_id);
+/* TT_ERR_NOTFOUND for an unknown id. */
+int tt_store_job_get(tt_store *s, int64_t job_id, tt_job_info *out);
+/* Jobs in id order; finished ones (done, failed, cancelled) only if
+ * include_finished. */
+typedef int (*tt_store_job_cb)(void *ud, const tt_job_info *job);
+int tt_store_job_list(tt_store *s, int include_finished, tt_store_job_cb cb, void *ud);
+/* Every key of a job in seq order, with its state (progress display). */
+typedef int (*tt_store_jkey_cb)(void *ud, int32_t seq, const tt_key *key, tt_jkey_state st);
+int tt_store_job_keys(tt_store *s, int64_t job_id, tt_store_jkey_cb cb, void *ud);
+/* Cancels a queued or running job: its pending keys are cancelled; keys
+ * already claimed may still be finished. TT_ERR_NOTFOUND for an unknown
+ * or finished job. */
+int tt_store_job_cancel(tt_store *s, int64_t job_id);
+/*
+ * Claims the next pending key of the oldest queued/running job, marking it
+ * running (and the job running). `gpu` NULL or "": any key; else only keys
+ * queued for that fingerprint or for "". TT_ERR_NOTFOUND if none.
+ */
+int tt_store_job_next_key(tt_store *s, const char *gpu, tt_job_claim *out);
+/* Finishes a claimed key as TT_JKEY_DONE or TT_JKEY_FAILED; when the job's
+ * last key finishes, the job becomes done or failed. TT_ERR_NOTFOUND if
+ * the key is not running (never claimed, already finished). */
+int tt_store_job_key_finish(tt_store *s, int64_t job_id, int32_t seq, tt_jkey_state st);
+/*
+ * At start, before any worker runs: keys left running by a crash go back
+ * to pending (cancelled, in a cancelled job) and their jobs back to queued
+ * unless some key of theirs already finished. *requeued (may be NULL) is
+ * how many keys went back.
+ */
+int tt_store_job_recover(tt_store *s, int64_t *requeued);
+
+typedef struct tt_job_counts {
+    int64_t queued, running, done, failed, cancelled;
+} tt_job_counts;
+int tt_store_job_counts(tt_store *s, tt_job_counts *out);
+
+#endif
