@@ -158,6 +158,24 @@ TT_EXPORT void tt_client_close(tt_client *c);
  */
 TT_EXPORT int tt_lookup(tt_client *c, const tt_key *key, tt_lookup_result *out);
 
+/* Counters of one client since it was opened (cheap to read, approximate
+ * while other threads are looking up). */
+typedef struct tt_client_stats {
+    uint64_t cache_hits;     /* answered from the per-process cache */
+    uint64_t daemon_answers; /* answered by the daemon (a round trip) */
+    uint64_t fallbacks;      /* answered with the built-in default (TT_FALLBACK) */
+    uint64_t connects;       /* connections made to the daemon */
+    uint64_t failures;       /* failed attempts, each starting a back-off */
+    uint64_t reserved[11];
+} tt_client_stats;
+
+TT_EXPORT int tt_client_get_stats(tt_client *c, tt_client_stats *out);
+
+/* Drops the cached answers, so the next lookups ask the daemon (e.g. after
+ * a tune). Answers of match exact are otherwise kept for the life of the
+ * client; nearest and default ones expire after about a second. */
+TT_EXPORT void tt_client_flush(tt_client *c);
+
 /* ---- the kernel ------------------------------------------------------------ */
 /* (tt_sdpa_fwd and its arguments: see the kernels section below.) */
 
