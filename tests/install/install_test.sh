@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# install_test.sh BUILD_DIR SRC_DIR CC LIBDIR SOVERSION EXPECT SANFLAGS
+#
+# Installs the build tree BUILD_DIR into a temporary prefix, checks the
+# files are there, then builds tests/install/consumer.c against that prefix
+# twice -- CMake find_package(tiletune) and pkg-config -- runs both, and
+# checks the library's ELF exports and soname.
+set -euo pipefail
+
+build=$1 src=$2 cc=$3 libdir=$4 soversion=$5 expect=$6 san=$7
+cmake=${CMAKE:-cmake}
+pkgconfig=${PKG_CONFIG:-pkg-config}
+nm=${NM:-nm}
+objdump=${OBJDUMP:-objdump}
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tt-install.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+
+echo "== cmake --install $build --prefix $prefix"
+"$cmake" --install "$build" --prefix "$prefix" >"$tmp/install.log" ||
+    { cat "$tmp/install.log"; fail "cmake --install failed"; }
+
+IFS=: read -r -a files <<<"$expect"
+for f in "${files[@]}"; do
+    [[ -e $prefix/$f ]] || fail "not installed: $f"
+done
+echo "installed: ${#files[@]} expected files present"
+
+lib=$prefix/$libdir/libtiletune.so
+[[ -L $lib ]] || fail "$lib is not the development symlink"
+
+echo "== soname"
+soname=$("$objdump" -p "$lib" | awk '$1 == "SONAME" { print $2 }')
+echo "SONAME $soname"
+[[ $soname == "libtiletune.so.$soversion" ]] || fail "soname is '$soname', want libtiletune.so.$soversion"
+
+echo "== exports"
+# Type A entries are the version nodes of the version script (TILETUNE_x.y).
+bad=$("$nm" -D --defined-only "$lib" |
+      awk '$2 == "A" && $3 ~ /^TILETUNE_/ { next }
+           { sub(/@.*/, "", $3); if ($3 !~ /^tt_[a-z]/) print $3 }')
+[[ -z $bad ]] || fail "exports outside the tt_ API: $bad"
+n=$("$nm" -D --defined-only "$lib" | grep -c ' T tt_') || true
+(( n > 0 )) || fail "no tt_ functions exported"
+echo "$n tt_ functions exported, nothing else"
+
+# The socket does not exist: the lookups must fall back.
+nosock=$tmp/no-such-dir/tiletune.sock
+
+check_output() { # name file
+    local out=$2
+    cat "$out"
+    grep -qx "version=[0-9]*\.[0-9]*\.[0-9]*" "$out" || fail "$1: no version line"
+    grep -qx "default=family=[a-z]*,block_m=[0-9]*,.*" "$out" || fail "$1: no default config"
+    grep -qx "lookup=fallback match=default" "$out" || fail "$1: lookup did not fall back"
+    grep -qx "strerror=..*" "$out" || fail "$1: no strerror text"
+}
+
+echo "== CMake: find_package(tiletune) -> tiletune::tiletune"
+gen=()
+[[ -n ${GENERATOR:-} ]] && gen=(-G "$GENERATOR")
+[[ -n ${MAKE_PROGRAM:-} ]] && gen+=(-DCMAKE_MAKE_PROGRAM="$MAKE_PROGRAM")
+"$cmake" -S "$src/consumer" -B "$tmp/cmake-build" "${gen[@]}" \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+    -DCMAKE_C_FLAGS="$san" -DCMAKE_EXE_LINKER_FLAGS="$san" >"$tmp/cmake.log" 2>&1 ||
+    { cat "$tmp/cmake.log"; fail "configuring the find_package consumer failed"; }
+found=$(sed -n 's/^tiletune_DIR:PATH=//p' "$tmp/cmake-build/CMakeCache.txt")
+[[ $found == "$prefix/"* ]] || fail "find_package found '$found', not the temporary prefix"
+"$cmake" --build "$tmp/cmake-build" >"$tmp/build.log" 2>&1 ||
+    { cat "$tmp/build.log"; fail "building the find_package consumer failed"; }
+# CMake's build RPATH points at the imported library: check it is ours.
+ldd "$tmp/cmake-build/consumer" | grep -q "$prefix/$libdir/libtiletune.so.$soversion" ||
+    { ldd "$tmp/cmake-build/consumer"; fail "find_package consumer does not load the installed library"; }
+"$tmp/cmake-build/consumer" "$nosock" >"$tmp/out-cmake" || fail "find_package consumer exited $?"
+check_output cmake "$tmp/out-cmake"
+
+echo "== pkg-config --cflags --libs tiletune"
+export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
+export PKG_CONFIG_LIBDIR=$PKG_CONFIG_PATH # only ours, never a system copy
+"$pkgconfig" --modversion tiletune
+flags=$("$pkgconfig" --cflags --libs tiletune) || fail "pkg-config does not know tiletune"
+echo "flags: $flags"
+# shellcheck disable=SC2086 # the flags are words
+"$cc" $san -o "$tmp/consumer-pc" "$src/consumer.c" $flags || fail "building the pkg-config consumer failed"
+LD_LIBRARY_PATH=$prefix/$libdir "$tmp/consumer-pc" "$nosock" >"$tmp/out-pc" ||
+    fail "pkg-config consumer exited $?"
+check_output pkg-config "$tmp/out-pc"
+cmp -s "$tmp/out-cmake" "$tmp/out-pc" || fail "the two consumers disagree"
+echo "PASS"
