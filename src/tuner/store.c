@@ -565,7 +565,7 @@ static int inspect(tt_store *s, const char *path) {
     if (rc == SQLITE_OK) rc = query_int(db, "SELECT count(*) FROM sqlite_master", &nobj);
     if (rc != SQLITE_OK) {
         int code = map_sqlite(rc) == TT_ERR_DB ? TT_ERR_CORRUPT : map_sqlite(rc);
-        OPEN_FAIL(code, "%s: unreadable database: %s", path, sqlite3_errmsg(db));
+        OPEN_FAIL(code, "%s: corrupt or unreadable database: %s", path, sqlite3_errmsg(db));
     }
     if (app != TT_STORE_APPLICATION_ID) {
         if (app != 0 || ver != 0 || nobj != 0)
