@@ -14,5 +14,8 @@ int tt__head_dim_supported(int32_t d); /* 1 for 32, 64, 96, 128, 256 */
 int tt__is_hex_id(const char *s);
 /* 0, or TT_ERR_UNSUPPORTED / TT_ERR_RANGE / TT_ERR_INVAL with a message. */
 int tt__key_check(const tt_key *key, char *err, size_t errlen);
+/* The answer for a key with nothing tuned: the built-in default config,
+ * match default, the key's own seqlens, no tflops (daemon and client). */
+int tt__lookup_default(const tt_key *key, tt_lookup_result *out);
 
 #endif

@@ -1,0 +1,279 @@
+/* tt_client: lookups through the per-process cache, else one round trip to
+ * the daemon, else the built-in default. Two locks, never nested: the
+ * cache's writer lock (cache.c) and `io`, held across socket calls. Cache
+ * hits take neither. */
+#include "client_internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "conn.h"
+#include "key.h"
+
+#define CACHE_ENTRIES 1024
+#define TTL_NS_DEFAULT INT64_C(1000000000)
+#define BACKOFF_MIN_NS_DEFAULT INT64_C(50000000)   /* 50 ms */
+#define BACKOFF_MAX_NS_DEFAULT INT64_C(5000000000) /* 5 s */
+
+struct tt_client {
+    tt__cache *cache;
+    int timeout_ms;
+    int64_t ttl_ns;
+    /* No connection attempt before this time (0: none pending). Read without
+     * `io` so that, while the daemon is down, a lookup returns the fallback
+     * at once instead of queueing behind a thread that is trying. */
+    _Atomic int64_t retry_at;
+    _Atomic uint64_t n_hits, n_answers, n_fallbacks, n_connects, n_failures;
+
+    pthread_mutex_t io; /* guards everything below */
+    tt__conn *conn;
+    pid_t conn_pid; /* a forked child must not share its parent's stream */
+    int64_t backoff_ns, backoff_min_ns, backoff_max_ns;
+    uint64_t rng;
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
+
+/* The cache's expiry clock: the coarse clock is a vDSO read of a
+ * jiffy-updated value (a few ns, ~4 ms resolution), ample for a 1 s TTL. */
+static int64_t coarse_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int tt_client_open(const char *socket_path, int timeout_ms, tt_client **out) {
+    if (!out) return TT_ERR_INVAL;
+    const char *path = tt__socket_path(socket_path);
+    tt_client *c = calloc(1, sizeof *c);
+    if (!c) return TT_ERR_NOMEM;
+    size_t n = strlen(path);
+    if (n >= sizeof c->path) {
+        free(c);
+        return TT_ERR_INVAL;
+    }
+    memcpy(c->path, path, n + 1);
+    int rc = tt__cache_new(CACHE_ENTRIES, &c->cache);
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    if (pthread_mutex_init(&c->io, NULL) != 0) {
+        tt__cache_free(c->cache);
+        free(c);
+        return TT_ERR_NOMEM;
+    }
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : 100;
+    c->ttl_ns = TTL_NS_DEFAULT;
+    c->backoff_min_ns = BACKOFF_MIN_NS_DEFAULT;
+    c->backoff_max_ns = BACKOFF_MAX_NS_DEFAULT;
+    c->rng = (uint64_t)tt__now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)c;
+    *out = c;
+    return 0;
+}
+
+void tt_client_close(tt_client *c) {
+    if (!c) return;
+    tt__conn_close(c->conn);
+    pthread_mutex_destroy(&c->io);
+    tt__cache_free(c->cache);
+    free(c);
+}
+
+void tt__client_set_backoff(tt_client *c, int min_ms, int max_ms) {
+    pthread_mutex_lock(&c->io);
+    c->backoff_min_ns = (int64_t)min_ms * 1000000;
+    c->backoff_max_ns = (int64_t)max_ms * 1000000;
+    pthread_mutex_unlock(&c->io);
+}
+
+void tt__client_set_ttl(tt_client *c, int ttl_ms) { c->ttl_ns = (int64_t)ttl_ms * 1000000; }
+
+int tt_client_get_stats(tt_client *c, tt_client_stats *out) {
+    if (!c || !out) return TT_ERR_INVAL;
+    tt_client_stats s;
+    memset(&s, 0, sizeof s);
+    s.cache_hits = atomic_load_explicit(&c->n_hits, memory_order_relaxed);
+    s.daemon_answers = atomic_load_explicit(&c->n_answers, memory_order_relaxed);
+    s.fallbacks = atomic_load_explicit(&c->n_fallbacks, memory_order_relaxed);
+    s.connects = atomic_load_explicit(&c->n_connects, memory_order_relaxed);
+    s.failures = atomic_load_explicit(&c->n_failures, memory_order_relaxed);
+    *out = s;
+    return 0;
+}
+
+void tt_client_flush(tt_client *c) {
+    if (c) tt__cache_clear(c->cache);
+}
+
+static void count(_Atomic uint64_t *n) { atomic_fetch_add_explicit(n, 1, memory_order_relaxed); }
+
+static int fallback(tt_client *c, const tt_key *key, tt_lookup_result *out) {
+    int rc = tt__lookup_default(key, out);
+    if (rc < 0) return rc;
+    count(&c->n_fallbacks);
+    return TT_FALLBACK;
+}
+
+/* Under io. Exponential back-off with +-25% jitter, so the processes of a
+ * node that lost the daemon together do not all come back in one burst. */
+static void failed(tt_client *c, int close_conn) {
+    if (close_conn) {
+        tt__conn_close(c->conn);
+        c->conn = NULL;
+    }
+    c->backoff_ns = c->backoff_ns ? c->backoff_ns * 2 : c->backoff_min_ns;
+    if (c->backoff_ns > c->backoff_max_ns) c->backoff_ns = c->backoff_max_ns;
+    c->rng ^= c->rng << 13;
+    c->rng ^= c->rng >> 7;
+    c->rng ^= c->rng << 17;
+    int64_t jitter = c->backoff_ns / 2 ? (int64_t)(c->rng % (uint64_t)(c->backoff_ns / 2)) : 0;
+    atomic_store(&c->retry_at, tt__now_ns() + c->backoff_ns * 3 / 4 + jitter);
+    count(&c->n_failures);
+}
+
+static void succeeded(tt_client *c) {
+    c->backoff_ns = 0;
+    atomic_store(&c->retry_at, 0);
+}
+
+/* Under io: a connection that has said HELLO. */
+static int ensure_conn(tt_client *c, int64_t deadline) {
+    if (c->conn && c->conn_pid == getpid()) return 0;
+    tt__conn_close(c->conn); /* after fork: closes only the child's copy */
+    c->conn = NULL;
+    tt__conn *conn;
+    int rc = tt__conn_open(c->path, deadline, &conn, NULL, 0);
+    if (rc < 0) return rc;
+    tt__reply r;
+    rc = tt__conn_request(conn, "HELLO proto=" "1" " client=libtiletune/" TT_VERSION_STRING, &r,
+                          deadline, NULL, 0);
+    if (rc == 0) rc = r.status;
+    tt__reply_free(&r);
+    if (rc < 0) {
+        tt__conn_close(conn);
+        return rc;
+    }
+    c->conn = conn;
+    c->conn_pid = getpid();
+    count(&c->n_connects);
+    return 0;
+}
+
+_Static_assert(TT_PROTOCOL_VERSION == 1, "HELLO above asks for proto=1");
+
+/* Fills *res from a LOOKUP reply's fields; TT_ERR_PROTO if any is wrong. */
+static int parse_lookup(const tt__msg *m, tt_lookup_result *res) {
+    tt_lookup_result r;
+    memset(&r, 0, sizeof r);
+    const char *s = tt__msg_get(m, "match");
+    if (!s) return TT_ERR_PROTO;
+    if (strcmp(s, "exact") == 0) r.match = TT_MATCH_EXACT;
+    else if (strcmp(s, "nearest") == 0) r.match = TT_MATCH_NEAREST;
+    else if (strcmp(s, "default") == 0) r.match = TT_MATCH_DEFAULT;
+    else return TT_ERR_PROTO;
+    if (!(s = tt__msg_get(m, "config")) || tt_config_parse(s, &r.config) < 0) return TT_ERR_PROTO;
+    if (tt__parse_i64(tt__msg_get(m, "seqlen_q"), 1, TT_SEQLEN_MAX, &r.seqlen_q) < 0 ||
+        tt__parse_i64(tt__msg_get(m, "seqlen_k"), 1, TT_SEQLEN_MAX, &r.seqlen_k) < 0)
+        return TT_ERR_PROTO;
+    if ((s = tt__msg_get(m, "tflops"))) {
+        char *end;
+        r.tflops = strtod(s, &end);
+        if (*end || !(r.tflops >= 0)) return TT_ERR_PROTO;
+    }
+    *res = r;
+    return 0;
+}
+
+/* The daemon's verdict that the key itself is bad: the caller's error,
+ * returned as is. Every other failure is the daemon's, and gets the
+ * fallback. */
+static int is_key_error(int status) {
+    return status == TT_ERR_INVAL || status == TT_ERR_RANGE || status == TT_ERR_UNSUPPORTED;
+}
+
+/* Error codes after which the daemon closes the connection. */
+static int closes_conn(const char *code) {
+    return strcmp(code, "busy") == 0 || strcmp(code, "timeout") == 0 || strcmp(code, "toolong") == 0;
+}
+
+/* Under io: one LOOKUP round trip. > 0: fall back (the failure is
+ * recorded); 0: *res holds the answer; < 0: the key's error. */
+static int ask(tt_client *c, const tt_key *key, tt_lookup_result *res, int64_t deadline) {
+    int rc = ensure_conn(c, deadline);
+    if (rc < 0) {
+        failed(c, 1);
+        return 1;
+    }
+    char line[TT_LINE_MAX];
+    memcpy(line, "LOOKUP ", 7);
+    if (tt__key_format(key, line + 7, sizeof line - 7) < 0) return TT_ERR_INVAL;
+    tt__reply r;
+    rc = tt__conn_request(c->conn, line, &r, deadline, NULL, 0);
+    if (rc < 0) {
+        failed(c, 1);
+        return 1;
+    }
+    if (r.status < 0) {
+        rc = r.status;
+        int close_conn = closes_conn(r.code);
+        tt__reply_free(&r);
+        if (is_key_error(rc)) return rc;
+        failed(c, close_conn);
+        return 1;
+    }
+    rc = parse_lookup(&r.msg, res);
+    tt__reply_free(&r);
+    if (rc < 0) {
+        failed(c, 1);
+        return 1;
+    }
+    succeeded(c);
+    return 0;
+}
+
+static int lock_until(pthread_mutex_t *m, int64_t deadline) {
+    struct timespec ts = {.tv_sec = deadline / 1000000000, .tv_nsec = deadline % 1000000000};
+    return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &ts);
+}
+
+int tt_lookup(tt_client *c, const tt_key *key, tt_lookup_result *out) {
+    if (!c || !key || !out) return TT_ERR_INVAL;
+    if (tt__cache_get(c->cache, key, coarse_now_ns, out)) {
+        count(&c->n_hits);
+        return 0;
+    }
+    /* Only a valid key is ever cached, so checking after the probe is safe. */
+    int rc = tt__key_check(key, NULL, 0);
+    if (rc < 0) return rc;
+    int64_t now = tt__now_ns();
+    if (now < atomic_load(&c->retry_at)) return fallback(c, key, out);
+    /* A thread stuck on the socket holds io for at most its own time-out;
+     * waiting longer than ours would break our promise. */
+    if (lock_until(&c->io, now + (int64_t)c->timeout_ms * 1000000) != 0) return fallback(c, key, out);
+    tt_lookup_result res;
+    if (tt__cache_get(c->cache, key, coarse_now_ns, out)) { /* another thread asked */
+        pthread_mutex_unlock(&c->io);
+        count(&c->n_hits);
+        return 0;
+    }
+    if (tt__now_ns() < atomic_load(&c->retry_at)) {
+        pthread_mutex_unlock(&c->io);
+        return fallback(c, key, out);
+    }
+    rc = ask(c, key, &res, now + (int64_t)c->timeout_ms * 1000000);
+    pthread_mutex_unlock(&c->io);
+    if (rc > 0) return fallback(c, key, out);
+    if (rc < 0) return rc;
+    count(&c->n_answers);
+    tt__cache_put(c->cache, key, &res,
+                  res.match == TT_MATCH_EXACT ? 0 : coarse_now_ns() + c->ttl_ns);
+    *out = res;
+    return 0;
+}
