@@ -46,6 +46,9 @@ enum {
     ST_BEGIN,
     ST_COMMIT,
     ST_ROLLBACK,
+    ST_SAVEPOINT,
+    ST_RELEASE,
+    ST_ROLLBACK_TO,
     ST_PUT_GPU,
     ST_GET_GPU,
     ST_PUT_REV,
@@ -74,12 +77,14 @@ enum {
     ST_JKEY_RECOVER,
     ST_JOB_RECOVER,
     ST_JOB_COUNTS,
+    ST_STALE,
     ST_COUNT_
 };
 
 struct tt_store {
     sqlite3 *db;
     sqlite3_stmt *st[ST_COUNT_];
+    int depth; /* open transactions: 0 none, 1 BEGIN, more: savepoints */
     char err[256];
 };
 
@@ -362,14 +367,53 @@ static int exec_stmt(tt_store *s, sqlite3_stmt *st, const char *what) {
     return 0;
 }
 
-static int begin(tt_store *s) { return exec_stmt(s, stmt(s, ST_BEGIN), "begin"); }
-static int commit(tt_store *s) { return exec_stmt(s, stmt(s, ST_COMMIT), "commit"); }
+/*
+ * Transactions nest: the outermost is BEGIN IMMEDIATE (take the write lock
+ * up front, so a reader-turned-writer never deadlocks and fails with BUSY
+ * mid-way), inner ones are savepoints, so a failing call inside a caller's
+ * transaction (an import) undoes only its own part.
+ */
+static int begin(tt_store *s) {
+    int ret = exec_stmt(s, stmt(s, s->depth ? ST_SAVEPOINT : ST_BEGIN), "begin");
+    if (ret == 0) s->depth++;
+    return ret;
+}
+
+static int commit(tt_store *s) {
+    int ret = exec_stmt(s, stmt(s, s->depth > 1 ? ST_RELEASE : ST_COMMIT), "commit");
+    if (ret == 0) s->depth--;
+    return ret;
+}
+
 static void rollback(tt_store *s) {
-    if (!sqlite3_get_autocommit(s->db)) {
-        sqlite3_stmt *st = stmt(s, ST_ROLLBACK);
+    if (s->depth == 0) return;
+    if (sqlite3_get_autocommit(s->db)) {
+        /* SQLite already rolled the whole transaction back (I/O error). */
+        s->depth = 0;
+        return;
+    }
+    int which = s->depth > 1 ? ST_ROLLBACK_TO : ST_ROLLBACK;
+    sqlite3_stmt *st = stmt(s, which);
+    sqlite3_step(st);
+    sqlite3_reset(st);
+    if (which == ST_ROLLBACK_TO) {
+        st = stmt(s, ST_RELEASE);
         sqlite3_step(st);
         sqlite3_reset(st);
     }
+    s->depth--;
+}
+
+int tt_store_begin(tt_store *s) { return s ? begin(s) : TT_ERR_INVAL; }
+
+int tt_store_commit(tt_store *s) {
+    if (!s) return TT_ERR_INVAL;
+    if (s->depth == 0) return inval(s, "commit without begin");
+    return commit(s);
+}
+
+void tt_store_rollback(tt_store *s) {
+    if (s) rollback(s);
 }
 
 static int prepare_all(tt_store *s) {
@@ -377,6 +421,9 @@ static int prepare_all(tt_store *s) {
         [ST_BEGIN] = "BEGIN IMMEDIATE",
         [ST_COMMIT] = "COMMIT",
         [ST_ROLLBACK] = "ROLLBACK",
+        [ST_SAVEPOINT] = "SAVEPOINT tt_nested",
+        [ST_RELEASE] = "RELEASE tt_nested",
+        [ST_ROLLBACK_TO] = "ROLLBACK TO tt_nested",
         [ST_PUT_GPU] =
             "INSERT INTO gpu (fingerprint, name, cc_major, cc_minor, sm_count, mem_bytes, driver, cuda,"
             " nvrtc, first_seen, last_seen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)"
@@ -431,6 +478,11 @@ static int prepare_all(tt_store *s) {
                            " AND NOT EXISTS (SELECT 1 FROM job_key WHERE job_id = job.id"
                            " AND state IN ('running', 'done', 'failed'))",
         [ST_JOB_COUNTS] = "SELECT state, count(*) FROM job GROUP BY state",
+        [ST_STALE] = "SELECT DISTINCT gpu, ?1, dtype, head_dim, causal, seqlen_q, seqlen_k FROM best b"
+                     " WHERE rev <> ?1 AND (?2 = '' OR gpu = ?2) AND NOT EXISTS (SELECT 1 FROM best c"
+                     " WHERE c.gpu = b.gpu AND c.rev = ?1 AND c.dtype = b.dtype AND c.head_dim = b.head_dim"
+                     " AND c.causal = b.causal AND c.seqlen_q = b.seqlen_q AND c.seqlen_k = b.seqlen_k)"
+                     " ORDER BY gpu, dtype, head_dim, causal, seqlen_q, seqlen_k",
     };
     for (int i = 0; i < ST_COUNT_; i++) {
         sqlbuf q = {.n = 0};
@@ -602,6 +654,11 @@ static int exec_sql(tt_store *s, const char *sql, const char *what) {
  * Each step re-reads the version under the write lock: another process
  * may have migrated the file meanwhile. */
 static int migrate(tt_store *s) {
+    /* Up to date (the common case): no write lock, so opening never waits
+     * for another connection's write transaction. */
+    int64_t cur = 0;
+    if (query_int(s->db, "PRAGMA user_version", &cur) == SQLITE_OK && cur == TT_STORE_SCHEMA_VERSION)
+        return 0;
     for (int target = 1; target <= TT_STORE_SCHEMA_VERSION; target++) {
         int ret = exec_sql(s, "BEGIN IMMEDIATE", "migrate: begin");
         if (ret < 0) return ret;
@@ -859,7 +916,8 @@ int tt_store_put_best(tt_store *s, const tt_record *rec) {
     if (ret < 0) return ret;
     if (rec->status != TT_MEAS_OK || rec->busy == 1)
         return inval(s, "a winner must be an ok measurement on an idle GPU");
-    return write_best(s, rec, rec->id);
+    /* rec->id may come from another database: never a local reference. */
+    return write_best(s, rec, 0);
 }
 
 int tt_store_get_best(tt_store *s, const tt_key *key, tt_record *out) {
@@ -970,6 +1028,61 @@ static int count(tt_store *s, int which, int64_t *out, const char *what) {
 int tt_store_count_best(tt_store *s, int64_t *out) { return count(s, ST_COUNT_BEST, out, "count best"); }
 int tt_store_count_measurements(tt_store *s, int64_t *out) {
     return count(s, ST_COUNT_MEAS, out, "count measurements");
+}
+
+int tt_store_stale_keys(tt_store *s, const char *rev, const char *gpu, tt_store_key_cb cb, void *ud) {
+    if (!s || !rev || !cb) return TT_ERR_INVAL;
+    if (!tt__is_hex_id(rev)) return inval(s, "kernel revision must be 1..32 lowercase hex digits");
+    sqlite3_stmt *st = stmt(s, ST_STALE);
+    int rc = bind_text(st, 1, rev);
+    if (!rc) rc = bind_text(st, 2, gpu ? gpu : "");
+    if (rc) return db_fail(s, rc, "stale keys");
+    int ret = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        tt_key k;
+        if (read_key(st, 0, &k) < 0) {
+            set_err(s, "stale keys: unreadable row");
+            ret = TT_ERR_CORRUPT;
+            break;
+        }
+        if ((ret = cb(ud, &k)) != 0) break;
+    }
+    if (ret == 0 && rc != SQLITE_DONE) ret = db_fail(s, rc, "stale keys");
+    sqlite3_reset(st);
+    return ret;
+}
+
+int tt_store_snapshot(tt_store *s, const char *dest) {
+    if (!s || !dest || !*dest) return TT_ERR_INVAL;
+    if (s->depth) return inval(s, "snapshot inside a transaction");
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", dest) >= (int)sizeof tmp) return inval(s, "path too long");
+    /* VACUUM INTO wants a file that is empty or absent: mkstemp's is both
+     * unique and empty. */
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        set_err(s, "%s: %s", tmp, strerror(errno));
+        return TT_ERR_IO;
+    }
+    close(fd);
+    int ret = 0;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "VACUUM INTO ?", -1, &st, NULL);
+    if (rc == SQLITE_OK) rc = bind_text(st, 1, tmp);
+    if (rc == SQLITE_OK) rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) ret = db_fail(s, sqlite3_extended_errcode(s->db), "snapshot");
+    sqlite3_finalize(st);
+    /* VACUUM INTO does not sync its output; rename only what is on disk. */
+    if (ret == 0) {
+        fd = open(tmp, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fsync(fd) < 0 || rename(tmp, dest) < 0) {
+            set_err(s, "snapshot %s: %s", dest, strerror(errno));
+            ret = TT_ERR_IO;
+        }
+        if (fd >= 0) close(fd);
+    }
+    if (ret < 0) unlink(tmp);
+    return ret;
 }
 
 /* ---- the job queue ------------------------------------------------------ */

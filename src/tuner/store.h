@@ -47,6 +47,21 @@ void tt_store_close(tt_store *s);
 /* The message of the last failed call on `s` ("" if none). */
 const char *tt_store_errmsg(const tt_store *s);
 
+/*
+ * Explicit transactions, for work that must land whole (an import merges
+ * every record or none). Between begin and commit, the other functions
+ * run as nested savepoints: a failing one undoes only its own part and the
+ * caller decides to roll back all. Other writers wait (busy_timeout).
+ */
+int tt_store_begin(tt_store *s);
+int tt_store_commit(tt_store *s);
+void tt_store_rollback(tt_store *s);
+
+/* A consistent copy of the whole database at `dest` (VACUUM INTO a temp
+ * file, fsync, rename: `dest` is replaced atomically), taken while other
+ * connections keep writing. Not inside a transaction. */
+int tt_store_snapshot(tt_store *s, const char *dest);
+
 /* ---- GPU models and kernel revisions ----------------------------------- */
 
 typedef struct tt_gpu_info {
@@ -129,7 +144,8 @@ void tt_record_init(tt_record *r);
  * *became_best (may be NULL) says whether it did. rec->id is ignored.
  */
 int tt_store_add_measurement(tt_store *s, const tt_record *rec, int *became_best);
-/* Sets the winner of rec->key unconditionally (import, tests). */
+/* Sets the winner of rec->key unconditionally (import, tests); rec->id is
+ * ignored: the winner refers to no local measurement. */
 int tt_store_put_best(tt_store *s, const tt_record *rec);
 /* The winner of `key`, or TT_ERR_NOTFOUND. */
 int tt_store_get_best(tt_store *s, const tt_key *key, tt_record *out);
@@ -150,6 +166,12 @@ int tt_store_each_measurement(tt_store *s, const char *gpu, tt_store_record_cb c
 /* The distinct configs ever recorded wrong, fault or timeout for this key
  * (same GPU and revision; any batch/heads): the worker skips them. */
 int tt_store_failed_configs(tt_store *s, const tt_key *key, tt_store_config_cb cb, void *ud);
+
+/* The keys of `gpu` (NULL or "": every GPU) that have a winner only from
+ * other kernel revisions than `rev`, each once, with key.rev = rev: what
+ * "tune --stale" re-tunes. */
+typedef int (*tt_store_key_cb)(void *ud, const tt_key *key);
+int tt_store_stale_keys(tt_store *s, const char *rev, const char *gpu, tt_store_key_cb cb, void *ud);
 
 /* Counts for STATUS. */
 int tt_store_count_best(tt_store *s, int64_t *out);

@@ -514,6 +514,7 @@ TEST(put_best_replaces_unconditionally) {
     add(s, rec_of(k, cfg_of(128, 2), TT_MEAS_OK, 1.0));
     tt_record imp = rec_of(k, cfg_of(64, 3), TT_MEAS_OK, 5.0);
     snprintf(imp.node, sizeof imp.node, "node-7");
+    imp.id = 12345; /* another database's measurement id: must not be stored */
     ASSERT_OK(tt_store_put_best(s, &imp));
     tt_record r;
     ASSERT_OK(tt_store_get_best(s, &k, &r));
@@ -607,6 +608,108 @@ TEST(failed_configs_are_the_wrong_fault_and_timeout_ones_of_the_key) {
     ASSERT_EQ(f.st[0], TT_MEAS_WRONG);
     ASSERT(tt_config_equal(&f.cfg[1], &b));
     ASSERT(f.st[1] == TT_MEAS_FAULT || f.st[1] == TT_MEAS_TIMEOUT);
+    tt_store_close(s);
+    cleanup();
+}
+
+TEST(transactions_land_whole_or_not_at_all) {
+    const char *p = fresh_path();
+    tt_store *s = open_ok(p);
+    setup_ids(s);
+    tt_record a = rec_of(key_of(GPU_A, 100), cfg_of(64, 2), TT_MEAS_OK, 1.0);
+    tt_record b = rec_of(key_of(GPU_A, 200), cfg_of(64, 2), TT_MEAS_OK, 1.0);
+    ASSERT_OK(tt_store_begin(s));
+    ASSERT_OK(tt_store_put_best(s, &a));
+    ASSERT_OK(tt_store_put_best(s, &b));
+    tt_store_rollback(s);
+    int64_t n = -1;
+    ASSERT_OK(tt_store_count_best(s, &n));
+    ASSERT_EQ(n, 0);
+
+    ASSERT_OK(tt_store_begin(s));
+    ASSERT_OK(tt_store_put_best(s, &a));
+    /* A failing call inside undoes only itself. */
+    tt_record bad = rec_of(key_of("77777777", 300), cfg_of(64, 2), TT_MEAS_OK, 1.0);
+    ASSERT_EQ(tt_store_add_measurement(s, &bad, NULL), TT_ERR_NOTFOUND);
+    ASSERT_EQ(add(s, b), 1);
+    /* Another connection sees nothing before the commit. */
+    tt_store *r = open_ok(p);
+    ASSERT_OK(tt_store_count_best(r, &n));
+    ASSERT_EQ(n, 0);
+    ASSERT_OK(tt_store_commit(s));
+    ASSERT_OK(tt_store_count_best(r, &n));
+    ASSERT_EQ(n, 2);
+    ASSERT_OK(tt_store_count_measurements(r, &n));
+    ASSERT_EQ(n, 1);
+    ASSERT_EQ(tt_store_commit(s), TT_ERR_INVAL); /* nothing open */
+    tt_store_close(r);
+    tt_store_close(s);
+    cleanup();
+}
+
+TEST(snapshot_is_a_complete_tiletune_database) {
+    const char *p = fresh_path();
+    tt_store *s = open_ok(p);
+    setup_ids(s);
+    for (int i = 1; i <= 20; i++) add(s, rec_of(key_of(GPU_A, 64 * i), cfg_of(64, 2), TT_MEAS_OK, 1.0));
+    char snap[400];
+    snprintf(snap, sizeof snap, "%s/snap.db", tmpdir);
+    write_file(snap, "old contents", 12); /* replaced, not appended to */
+    ASSERT_OK(tt_store_snapshot(s, snap));
+    ASSERT_OK(tt_store_snapshot(s, snap)); /* again over its own output */
+    tt_store_close(s);
+
+    ASSERT_EQ(raw_int(snap, "PRAGMA application_id"), TT_STORE_APPLICATION_ID);
+    ASSERT_EQ(raw_int(snap, "PRAGMA user_version"), TT_STORE_SCHEMA_VERSION);
+    tt_store *c = open_ok(snap);
+    int64_t n = 0;
+    ASSERT_OK(tt_store_count_best(c, &n));
+    ASSERT_EQ(n, 20);
+    tt_gpu_info g;
+    ASSERT_OK(tt_store_get_gpu(c, GPU_A, &g));
+    tt_store_close(c);
+    char p2[420];
+    snprintf(p2, sizeof p2, "%s-wal", snap);
+    unlink(p2);
+    snprintf(p2, sizeof p2, "%s-shm", snap);
+    unlink(p2);
+    unlink(snap);
+    cleanup();
+}
+
+static int collect_key(void *ud, const tt_key *k) {
+    struct collect *c = ud;
+    if (c->n < 16) {
+        c->seqlens[c->n] = k->seqlen_q;
+        snprintf(c->gpus[c->n], TT_ID_MAX, "%s", k->rev);
+    }
+    c->n++;
+    return 0;
+}
+
+TEST(stale_keys_are_those_tuned_only_by_older_revisions) {
+    const char *p = fresh_path();
+    tt_store *s = open_ok(p);
+    setup_ids(s);
+    const char *new_rev = "00aa";
+    ASSERT_OK(tt_store_put_rev(s, new_rev, "edited kernel"));
+    add(s, rec_of(key_of(GPU_A, 512), cfg_of(64, 2), TT_MEAS_OK, 1.0));  /* old only: stale */
+    add(s, rec_of(key_of(GPU_A, 1024), cfg_of(64, 2), TT_MEAS_OK, 1.0)); /* old and new: fresh */
+    tt_key k = key_of(GPU_A, 1024);
+    snprintf(k.rev, sizeof k.rev, "%s", new_rev);
+    add(s, rec_of(k, cfg_of(64, 2), TT_MEAS_OK, 1.0));
+    add(s, rec_of(key_of(GPU_B, 2048), cfg_of(64, 2), TT_MEAS_OK, 1.0)); /* other GPU, stale */
+    struct collect c = {0};
+    ASSERT_OK(tt_store_stale_keys(s, new_rev, GPU_A, collect_key, &c));
+    ASSERT_EQ(c.n, 1);
+    ASSERT_EQ(c.seqlens[0], 512);
+    ASSERT_STREQ(c.gpus[0], new_rev); /* handed out for the current revision */
+    c = (struct collect){0};
+    ASSERT_OK(tt_store_stale_keys(s, new_rev, NULL, collect_key, &c));
+    ASSERT_EQ(c.n, 2);
+    c = (struct collect){0};
+    ASSERT_OK(tt_store_stale_keys(s, REV, NULL, collect_key, &c));
+    ASSERT_EQ(c.n, 0); /* 1024, the only new_rev key, also has an old-revision winner */
     tt_store_close(s);
     cleanup();
 }
