@@ -683,6 +683,14 @@ static int migrate(tt_store *s) {
         snprintf(what, sizeof what, "migration to version %d", target);
         ret = exec_sql(s, sql, what);
         if (ret < 0) goto fail;
+        /* A step that rebuilds a table must leave every reference whole. */
+        int64_t dangling = 0;
+        rc = query_int(s->db, "SELECT count(*) FROM pragma_foreign_key_check", &dangling);
+        if (rc != SQLITE_OK || dangling) {
+            set_err(s, "%s: %lld dangling foreign keys", what, (long long)dangling);
+            ret = TT_ERR_CORRUPT;
+            goto fail;
+        }
         char pragma[96];
         snprintf(pragma, sizeof pragma, "PRAGMA application_id = %d; PRAGMA user_version = %d",
                  TT_STORE_APPLICATION_ID, target);
