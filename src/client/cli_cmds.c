@@ -1,0 +1,403 @@
+/* The commands of `tiletune`: each builds one request line (docs/protocol.md),
+ * sends it and prints the reply for people, or as JSON with --json. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "key.h"
+
+/* ---- keys ------------------------------------------------------------------ */
+
+#define KEY_OPTS                                                                      \
+    {"seqlen", "N", "query sequence length (1..16777216)", 1},                          \
+    {"seqlen-k", "N", "key/value sequence length (default: --seqlen)", 0},              \
+    {"hdim", "D", "head dimension: 32, 64, 96, 128 or 256", 1},                         \
+    {"dtype", "T", "fp16 or bf16", 1},                                                  \
+    {"causal", NULL, "causal attention (default: not causal)", 0},                      \
+    {"gpu", "HEX", "GPU fingerprint (default: the daemon's GPU)", 0},                   \
+    {"rev", "HEX", "kernel revision (default: the daemon's)", 0}
+
+/* The key of --seqlen/--hdim/... as LOOKUP fields in buf. */
+static int key_fields(const cli *c, char *buf, size_t len) {
+    tt_key k;
+    memset(&k, 0, sizeof k);
+    int64_t v;
+    int rc;
+    if ((rc = cli_int_opt(c, "seqlen", 1, TT_SEQLEN_MAX, &v))) return rc;
+    k.seqlen_q = k.seqlen_k = v;
+    if (cli_opt_val(c, "seqlen-k")) {
+        if ((rc = cli_int_opt(c, "seqlen-k", 1, TT_SEQLEN_MAX, &v))) return rc;
+        k.seqlen_k = v;
+    }
+    if ((rc = cli_int_opt(c, "hdim", 1, 1 << 20, &v))) return rc;
+    if (!tt__head_dim_supported((int32_t)v))
+        return cli_usage(c, "--hdim %lld is not supported (32, 64, 96, 128 or 256)", (long long)v);
+    k.head_dim = (int32_t)v;
+    if (tt__dtype_parse(cli_opt_val(c, "dtype"), &k.dtype) < 0)
+        return cli_usage(c, "--dtype must be fp16 or bf16, not '%s'", cli_opt_val(c, "dtype"));
+    k.causal = cli_opt_val(c, "causal") != NULL;
+    const char *ids[2] = {"gpu", "rev"};
+    char *dst[2] = {k.gpu, k.rev};
+    for (int i = 0; i < 2; i++) {
+        const char *s = cli_opt_val(c, ids[i]);
+        if (!s) continue;
+        if (!tt__is_hex_id(s)) return cli_usage(c, "--%s must be 1..32 lower-case hex digits", ids[i]);
+        strcpy(dst[i], s);
+    }
+    if (tt__key_format(&k, buf, len) < 0) return cli_fail("key too long");
+    return 0;
+}
+
+/* ---- ping ------------------------------------------------------------------ */
+
+static const cli_opt ping_opts[] = {{NULL}};
+
+static int cmd_ping(cli *c) {
+    tt__reply r;
+    int64_t t0 = tt__now_ns();
+    if (cli_request(c, "PING", &r)) return CLI_FAIL;
+    double ms = (double)(tt__now_ns() - t0) / 1e6;
+    printf("%s from %s in %.2f ms\n", *r.word ? r.word : "OK", c->socket, ms);
+    tt__reply_free(&r);
+    return 0;
+}
+
+/* ---- status ---------------------------------------------------------------- */
+
+static const cli_opt status_opts[] = {{"json", NULL, "print a JSON object", 0}, {NULL}};
+
+static int print_fields(const cli *c, const tt__msg *m) {
+    if (cli_opt_val(c, "json")) return cli_json_print(cli_json_fields(m));
+    const char *keys[TT_FIELDS_MAX], *vals[TT_FIELDS_MAX];
+    for (int i = 0; i < m->nfields; i++) {
+        keys[i] = m->f[i].key;
+        vals[i] = m->f[i].value;
+    }
+    cli_kv(keys, vals, m->nfields);
+    return 0;
+}
+
+static int cmd_status(cli *c) {
+    tt__reply r;
+    if (cli_request(c, "STATUS", &r)) return CLI_FAIL;
+    int rc = print_fields(c, &r.msg);
+    const char *t = tt__msg_get(&r.msg, "tuning"), *why = tt__msg_get(&r.msg, "reason");
+    if (!cli_opt_val(c, "json") && t && strcmp(t, "waiting") == 0 && why && strcmp(why, "no-gpu") == 0)
+        printf("\nTuning needs a GPU: this node has none the daemon can use; it serves lookups.\n");
+    tt__reply_free(&r);
+    return rc;
+}
+
+/* ---- stats ----------------------------------------------------------------- */
+
+static const cli_opt stats_opts[] = {
+    {"prom", NULL, "the Prometheus text exposition format, as the daemon sends it", 0},
+    {"json", NULL, "print a JSON object of counters", 0},
+    {NULL}};
+
+static int cmd_stats(cli *c) {
+    int prom = cli_opt_val(c, "prom") != NULL, json = cli_opt_val(c, "json") != NULL;
+    if (prom && json) return cli_usage(c, "--prom and --json exclude each other");
+    tt__reply r;
+    if (cli_request(c, prom ? "STATS format=prometheus" : "STATS", &r)) return CLI_FAIL;
+    int rc = 0;
+    if (prom) {
+        for (int i = 0; i < r.nbody; i++) puts(r.body[i]);
+    } else {
+        json_t *o = json ? json_object() : NULL;
+        const char **cells = calloc((size_t)r.nbody * 2 + 1, sizeof *cells);
+        int n = 0;
+        for (int i = 0; cells && i < r.nbody; i++) {
+            char *sp = strchr(r.body[i], ' ');
+            if (!sp) continue;
+            *sp = '\0';
+            if (o) json_object_set_new(o, r.body[i], cli_json_value(sp + 1));
+            cells[2 * n] = r.body[i];
+            cells[2 * n + 1] = sp + 1;
+            n++;
+        }
+        if (!cells) rc = cli_fail("out of memory");
+        else if (o) rc = cli_json_print(o), o = NULL;
+        else cli_table(cells, n, 2, 2u);
+        json_decref(o);
+        free(cells);
+    }
+    tt__reply_free(&r);
+    return rc;
+}
+
+/* ---- lookup ---------------------------------------------------------------- */
+
+static const cli_opt lookup_opts[] = {KEY_OPTS, {"json", NULL, "print a JSON object", 0}, {NULL}};
+
+/* A config's canonical text as a JSON object of knobs. */
+static json_t *config_json(const char *text) {
+    json_t *o = json_object();
+    char *copy = strdup(text);
+    for (char *save = NULL, *kv = copy ? strtok_r(copy, ",", &save) : NULL; o && kv;
+         kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq) continue;
+        *eq = '\0';
+        json_object_set_new(o, kv, cli_json_value(eq + 1));
+    }
+    free(copy);
+    return o;
+}
+
+static int cmd_lookup(cli *c) {
+    char line[TT_LINE_MAX] = "LOOKUP ";
+    int rc = key_fields(c, line + 7, sizeof line - 7);
+    if (rc) return rc;
+    tt__reply r;
+    if (cli_request(c, line, &r)) return CLI_FAIL;
+    const char *match = tt__msg_get(&r.msg, "match"), *cfg = tt__msg_get(&r.msg, "config");
+    const char *sq = tt__msg_get(&r.msg, "seqlen_q"), *sk = tt__msg_get(&r.msg, "seqlen_k");
+    const char *tf = tt__msg_get(&r.msg, "tflops");
+    if (!match || !cfg || !sq || !sk) {
+        tt__reply_free(&r);
+        return cli_fail("the daemon's LOOKUP reply lacks match, config or seqlens");
+    }
+    if (cli_opt_val(c, "json")) {
+        json_t *o = json_object();
+        json_object_set_new(o, "match", json_string(match));
+        json_object_set_new(o, "config", config_json(cfg));
+        json_object_set_new(o, "config_text", json_string(cfg));
+        json_object_set_new(o, "seqlen_q", cli_json_value(sq));
+        json_object_set_new(o, "seqlen_k", cli_json_value(sk));
+        json_object_set_new(o, "tflops", tf ? cli_json_value(tf) : json_null());
+        rc = cli_json_print(o);
+    } else {
+        char tuned[96], knobs[TT_CONFIG_TEXT_MAX];
+        if (strcmp(match, "default") == 0)
+            snprintf(tuned, sizeof tuned, "nothing tuned: the built-in default");
+        else
+            snprintf(tuned, sizeof tuned, "seqlen_q=%s seqlen_k=%s", sq, sk);
+        snprintf(knobs, sizeof knobs, "%s", cfg);
+        for (char *p = knobs; *p; p++)
+            if (*p == ',') *p = ' ';
+        const char *keys[] = {"match", "config", "tuned for", "tflops"};
+        const char *vals[] = {match, knobs, tuned, tf ? tf : "-"};
+        cli_kv(keys, vals, 4);
+    }
+    tt__reply_free(&r);
+    return rc;
+}
+
+/* ---- tune ------------------------------------------------------------------ */
+
+static const cli_opt tune_opts[] = {
+    {"seqlen", "LIST", "sequence lengths, comma-separated (e.g. 512,1024,4096)", 1},
+    {"hdim", "LIST", "head dimensions, comma-separated (32,64,96,128,256)", 1},
+    {"dtype", "LIST", "fp16, bf16 or fp16,bf16", 1},
+    {"causal", "WHICH", "no, yes or both", 1},
+    {"mode", "M", "exhaustive (default) or fast", 0},
+    {"batch", "N", "batch size to measure with (default: the daemon's rule)", 0},
+    {"heads", "N", "heads to measure with (default: the daemon's rule)", 0},
+    {"gpu", "HEX", "GPU fingerprint (default: the daemon's GPU)", 0},
+    {NULL}};
+
+/* A comma list whose items all pass `ok`; usage error otherwise. */
+static int check_list(const cli *c, const char *name, int (*ok)(const char *)) {
+    const char *s = cli_opt_val(c, name);
+    char *copy = strdup(s);
+    if (!copy) return cli_fail("out of memory");
+    int rc = 0;
+    if (s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
+        rc = cli_usage(c, "--%s: empty item in '%s'", name, s);
+    for (char *save = NULL, *it = strtok_r(copy, ",", &save); !rc && it; it = strtok_r(NULL, ",", &save))
+        if (!ok(it)) rc = cli_usage(c, "--%s: '%s' is not valid", name, it);
+    free(copy);
+    return rc;
+}
+
+static int ok_seqlen(const char *s) {
+    int64_t v;
+    return tt__parse_i64(s, 1, TT_SEQLEN_MAX, &v) == 0;
+}
+static int ok_hdim(const char *s) {
+    int64_t v;
+    return tt__parse_i64(s, 1, 1024, &v) == 0 && tt__head_dim_supported((int32_t)v);
+}
+static int ok_dtype(const char *s) {
+    tt_dtype d;
+    return tt__dtype_parse(s, &d) == 0;
+}
+
+static int cmd_tune(cli *c) {
+    int rc;
+    if ((rc = check_list(c, "seqlen", ok_seqlen)) || (rc = check_list(c, "hdim", ok_hdim)) ||
+        (rc = check_list(c, "dtype", ok_dtype)))
+        return rc;
+    const char *causal = cli_opt_val(c, "causal");
+    const char *cl = strcmp(causal, "no") == 0 ? "0"
+                     : strcmp(causal, "yes") == 0          ? "1"
+                     : strcmp(causal, "both") == 0         ? "0,1"
+                                                           : NULL;
+    if (!cl) return cli_usage(c, "--causal must be no, yes or both, not '%s'", causal);
+    const char *mode = cli_opt_val(c, "mode");
+    if (mode && strcmp(mode, "exhaustive") != 0 && strcmp(mode, "fast") != 0)
+        return cli_usage(c, "--mode must be exhaustive or fast, not '%s'", mode);
+    int64_t v;
+    if (cli_opt_val(c, "batch") && (rc = cli_int_opt(c, "batch", 1, 1 << 20, &v))) return rc;
+    if (cli_opt_val(c, "heads") && (rc = cli_int_opt(c, "heads", 1, 1 << 16, &v))) return rc;
+    const char *gpu = cli_opt_val(c, "gpu");
+    if (gpu && !tt__is_hex_id(gpu)) return cli_usage(c, "--gpu must be 1..32 lower-case hex digits");
+
+    char line[TT_LINE_MAX + 64];
+    int n = snprintf(line, sizeof line, "TUNE dtype=%s hdim=%s causal=%s seqlen=%s", cli_opt_val(c, "dtype"),
+                     cli_opt_val(c, "hdim"), cl, cli_opt_val(c, "seqlen"));
+    const char *extra[] = {"mode", "batch", "heads", "gpu"};
+    for (int i = 0; i < 4; i++)
+        if (cli_opt_val(c, extra[i]))
+            n += snprintf(line + n, sizeof line - (size_t)n, " %s=%s", extra[i], cli_opt_val(c, extra[i]));
+    if (n >= TT_LINE_MAX) return cli_usage(c, "the lists are too long for one request");
+    tt__reply r;
+    if (cli_request(c, line, &r)) return CLI_FAIL;
+    const char *job = tt__msg_get(&r.msg, "job"), *keys = tt__msg_get(&r.msg, "keys");
+    printf("job %s queued: %s keys\n", job ? job : "?", keys ? keys : "?");
+    tt__reply_free(&r);
+    /* Say plainly when the job cannot start (e.g. no GPU): a queued job
+     * that silently never runs is the worst outcome of a tune command. */
+    if (cli_request(c, "STATUS", &r) == 0) {
+        const char *t = tt__msg_get(&r.msg, "tuning"), *why = tt__msg_get(&r.msg, "reason");
+        if (t && strcmp(t, "waiting") == 0)
+            printf("tuning is waiting: %s%s\n", why ? why : "unknown reason",
+                   why && strcmp(why, "no-gpu") == 0 ? " (tuning needs a GPU; the job stays queued)" : "");
+        tt__reply_free(&r);
+    }
+    return 0;
+}
+
+/* ---- jobs ------------------------------------------------------------------ */
+
+static const cli_opt jobs_opts[] = {
+    {"all", NULL, "include finished jobs", 0}, {"json", NULL, "print a JSON array", 0}, {NULL}};
+
+static int cmd_jobs(cli *c) {
+    int json = cli_opt_val(c, "json") != NULL;
+    tt__reply r;
+    if (cli_request(c, cli_opt_val(c, "all") ? "JOBS all=1" : "JOBS", &r)) return CLI_FAIL;
+    int rc = 0, n = 0;
+    tt__msg *m = calloc((size_t)r.nbody + 1, sizeof *m);
+    char **lines = calloc((size_t)r.nbody + 1, sizeof *lines);
+    if (!m || !lines) rc = cli_fail("out of memory");
+    /* each body line is "job=.. state=..": parse it as fields of a verb */
+    for (int i = 0; !rc && i < r.nbody; i++) {
+        size_t len = strlen(r.body[i]);
+        const char *perr;
+        if (!(lines[n] = malloc(len + 3))) {
+            rc = cli_fail("out of memory");
+            break;
+        }
+        memcpy(lines[n], "J ", 2);
+        memcpy(lines[n] + 2, r.body[i], len + 1);
+        if (tt__proto_parse(lines[n], len + 2, &m[n], &perr) < 0)
+            rc = cli_fail("the daemon sent a bad JOBS line: %s", perr);
+        n++;
+    }
+    if (!rc && json) {
+        json_t *a = json_array();
+        for (int i = 0; a && i < n; i++) json_array_append_new(a, cli_json_fields(&m[i]));
+        rc = cli_json_print(a);
+    } else if (!rc && n == 0) {
+        printf(cli_opt_val(c, "all") ? "no jobs\n" : "no queued or running jobs (--all shows finished ones)\n");
+    } else if (!rc) {
+        /* columns: the fields of the first line, in its order; a header row */
+        int ncols = m[0].nfields < 32 ? m[0].nfields : 32;
+        const char **cells = calloc(((size_t)n + 1) * (size_t)ncols, sizeof *cells);
+        char(*own)[32] = calloc(((size_t)n + 1) * (size_t)ncols, sizeof *own);
+        unsigned right = 0;
+        for (int k = 0; cells && own && k < ncols; k++) {
+            const char *key = m[0].f[k].key;
+            if (strcmp(key, "state") != 0 && strcmp(key, "mode") != 0 && strcmp(key, "created") != 0)
+                right |= 1u << k;
+            for (int j = 0; key[j] && j < 31; j++)
+                own[k][j] = (char)(key[j] >= 'a' && key[j] <= 'z' ? key[j] - 'a' + 'A' : key[j]);
+            cells[k] = own[k];
+            for (int i = 0; i < n; i++) {
+                size_t at = (size_t)(i + 1) * (size_t)ncols + (size_t)k;
+                const char *v = tt__msg_get(&m[i], key);
+                int64_t t;
+                cells[at] = v ? v : "-";
+                if (v && strcmp(key, "created") == 0 && tt__parse_i64(v, 0, INT64_MAX, &t) == 0) {
+                    time_t tt = (time_t)t;
+                    struct tm tm;
+                    if (localtime_r(&tt, &tm) && strftime(own[at], sizeof own[at], "%Y-%m-%d %H:%M", &tm))
+                        cells[at] = own[at];
+                }
+            }
+        }
+        if (cells && own) cli_table(cells, n + 1, ncols, right);
+        else rc = cli_fail("out of memory");
+        free(cells);
+        free(own);
+    }
+    for (int i = 0; lines && i < n; i++) free(lines[i]);
+    free(lines);
+    free(m);
+    tt__reply_free(&r);
+    return rc;
+}
+
+/* ---- cancel ---------------------------------------------------------------- */
+
+static const cli_opt cancel_opts[] = {{NULL}};
+
+static int cmd_cancel(cli *c) {
+    int64_t id;
+    if (tt__parse_i64(c->pos[0], 1, INT64_MAX, &id) < 0)
+        return cli_usage(c, "JOB must be a job number, not '%s'", c->pos[0]);
+    char line[64];
+    snprintf(line, sizeof line, "CANCEL job=%lld", (long long)id);
+    tt__reply r;
+    if (cli_request(c, line, &r)) return CLI_FAIL;
+    const char *st = tt__msg_get(&r.msg, "state");
+    printf("job %lld %s\n", (long long)id, st ? st : "cancelled");
+    tt__reply_free(&r);
+    return 0;
+}
+
+/* ---- forget ---------------------------------------------------------------- */
+
+static const cli_opt forget_opts[] = {KEY_OPTS, {NULL}};
+
+static int cmd_forget(cli *c) {
+    char line[TT_LINE_MAX] = "FORGET ";
+    int rc = key_fields(c, line + 7, sizeof line - 7);
+    if (rc) return rc;
+    tt__reply r;
+    if (cli_request(c, line, &r)) return CLI_FAIL;
+    const char *f = tt__msg_get(&r.msg, "forgot");
+    if (f && strcmp(f, "0") != 0)
+        printf("forgot the tuned config of %s (its measurements stay as history)\n", line + 7);
+    else
+        printf("nothing tuned for %s: nothing to forget\n", line + 7);
+    tt__reply_free(&r);
+    return 0;
+}
+
+/* ---- the table ------------------------------------------------------------- */
+
+const cli_cmd cli_commands[] = {
+    {"ping", "", "Check that the daemon answers, and how fast", NULL, ping_opts, 0, 0, cmd_ping},
+    {"status", "", "Show the daemon's version, GPU, records and tuning state", NULL, status_opts, 0, 0,
+     cmd_status},
+    {"stats", "", "Show the daemon's counters (requests, lookups, errors, jobs)", NULL, stats_opts, 0,
+     0, cmd_stats},
+    {"lookup", "", "Show the best config for a key, as the library would get it",
+     "match says where it comes from: exact (tuned for this key), nearest (tuned\n"
+     "for the nearest seqlen) or default (nothing tuned: the built-in default).",
+     lookup_opts, 0, 0, cmd_lookup},
+    {"tune", "", "Queue a tuning job for every combination of the lists",
+     "Needs root, the daemon's user or its admin group. Prints the job number;\n"
+     "'tiletune jobs' shows progress. With no GPU the job waits in the queue.",
+     tune_opts, 0, 0, cmd_tune},
+    {"jobs", "", "List queued and running tuning jobs", NULL, jobs_opts, 0, 0, cmd_jobs},
+    {"cancel", "JOB", "Cancel a queued or running job (admin)", NULL, cancel_opts, 1, 1, cmd_cancel},
+    {"forget", "", "Delete the tuned winner of one key (admin); its measurements stay", NULL,
+     forget_opts, 0, 0, cmd_forget},
+    {NULL},
+};
