@@ -44,8 +44,9 @@ CREATE TABLE measurement (
     causal       INTEGER NOT NULL CHECK (causal IN (0, 1)),
     seqlen_q     INTEGER NOT NULL CHECK (seqlen_q BETWEEN 1 AND 16777216),
     seqlen_k     INTEGER NOT NULL CHECK (seqlen_k BETWEEN 1 AND 16777216),
-    batch        INTEGER NOT NULL CHECK (batch >= 1),
-    heads        INTEGER NOT NULL CHECK (heads >= 1),
+    -- 0 = not known (a variant that crashed before it reported them).
+    batch        INTEGER NOT NULL CHECK (batch >= 0),
+    heads        INTEGER NOT NULL CHECK (heads >= 0),
     family       INTEGER NOT NULL,
     block_m      INTEGER NOT NULL,
     block_n      INTEGER NOT NULL,
@@ -67,8 +68,8 @@ CREATE TABLE measurement (
     smem_bytes   INTEGER CHECK (smem_bytes IS NULL OR smem_bytes >= 0),
     spill_bytes  INTEGER CHECK (spill_bytes IS NULL OR spill_bytes >= 0),
     status       TEXT NOT NULL CHECK (status IN ('ok', 'wrong', 'fault', 'timeout', 'skipped')),
-    -- An ok measurement has a time; the others may not.
-    CHECK (status <> 'ok' OR time_ms IS NOT NULL)
+    -- An ok measurement has a time and its problem size; the others may not.
+    CHECK (status <> 'ok' OR (time_ms IS NOT NULL AND batch >= 1 AND heads >= 1))
 );
 -- failed_configs and per-key history; also serves "every measurement of a GPU".
 CREATE INDEX measurement_key ON measurement (gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k);

@@ -611,12 +611,17 @@ static int inspect(tt_store *s, const char *path) {
 
     int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) OPEN_FAIL(map_sqlite(rc), "%s: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    /* Another process may be creating or migrating the file right now. */
+    sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
     int64_t app = 0, ver = 0, nobj = 0;
     rc = query_int(db, "PRAGMA application_id", &app);
     if (rc == SQLITE_OK) rc = query_int(db, "PRAGMA user_version", &ver);
     if (rc == SQLITE_OK) rc = query_int(db, "SELECT count(*) FROM sqlite_master", &nobj);
     if (rc != SQLITE_OK) {
-        int code = map_sqlite(rc) == TT_ERR_DB ? TT_ERR_CORRUPT : map_sqlite(rc);
+        /* A lock held past the time-out is not damage; anything else
+         * SQLite cannot read is. */
+        int code = (rc & 0xff) == SQLITE_BUSY ? TT_ERR_DB
+                   : map_sqlite(rc) == TT_ERR_DB ? TT_ERR_CORRUPT : map_sqlite(rc);
         OPEN_FAIL(code, "%s: corrupt or unreadable database: %s", path, sqlite3_errmsg(db));
     }
     if (app != TT_STORE_APPLICATION_ID) {
@@ -706,6 +711,30 @@ static int migrate(tt_store *s) {
     return 0;
 }
 
+/*
+ * WAL is persistent in the file, so this changes something only on a new
+ * file. The change needs the file to itself and SQLite does not run the
+ * busy handler for it: when several processes create the file at once,
+ * the losers retry until the winner's change is visible.
+ */
+static int set_wal(tt_store *s) {
+    for (int waited = 0;; waited += 10) {
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+        const unsigned char *mode = NULL;
+        if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) mode = sqlite3_column_text(st, 0);
+        int wal = mode && strcmp((const char *)mode, "wal") == 0;
+        sqlite3_finalize(st);
+        if (wal) return 0;
+        if ((rc & 0xff) != SQLITE_BUSY && rc != SQLITE_ROW) return db_fail(s, rc, "journal_mode");
+        if (waited >= BUSY_TIMEOUT_MS) {
+            set_err(s, "journal_mode: could not switch to WAL: database is locked");
+            return TT_ERR_DB;
+        }
+        usleep(10 * 1000);
+    }
+}
+
 int tt_store_open(const char *path, tt_store **out, char *err, size_t errlen) {
     if (err && errlen) err[0] = '\0';
     if (!path || !*path || !out) {
@@ -730,8 +759,9 @@ int tt_store_open(const char *path, tt_store **out, char *err, size_t errlen) {
     /* WAL: lookups and exports read while a tune writes. NORMAL: in WAL a
      * power cut may lose the last commits but never corrupts the file;
      * a lost measurement is re-taken, so fsync per commit buys nothing. */
-    ret = exec_sql(s, "PRAGMA foreign_keys = ON; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL",
-                   "pragmas");
+    ret = exec_sql(s, "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL", "pragmas");
+    if (ret < 0) goto fail;
+    ret = set_wal(s);
     if (ret < 0) goto fail;
     ret = migrate(s);
     if (ret < 0) goto fail;
@@ -855,8 +885,9 @@ static int check_record(tt_store *s, const tt_record *r) {
     ret = tt__config_check_ranges(&r->config, s->err, sizeof s->err);
     if (ret < 0) return ret;
     if (!tt_meas_status_name(r->status)) return inval(s, "invalid measurement status %d", (int)r->status);
-    if (r->batch < 1 || r->heads < 1) return inval(s, "batch and heads must be >= 1");
-    if (r->status == TT_MEAS_OK && !(r->time_ms > 0)) return inval(s, "an ok measurement needs time_ms > 0");
+    if (r->batch < 0 || r->heads < 0) return inval(s, "batch and heads must be >= 0");
+    if (r->status == TT_MEAS_OK && (!(r->time_ms > 0) || r->batch < 1 || r->heads < 1))
+        return inval(s, "an ok measurement needs time_ms > 0, batch >= 1 and heads >= 1");
     if (r->reps < 0) return inval(s, "reps must be >= 0");
     if (r->busy < -1 || r->busy > 1) return inval(s, "busy must be -1, 0 or 1");
     return check_name(s, r->node, "node");

@@ -116,7 +116,7 @@ int tt_meas_status_parse(const char *name, tt_meas_status *out);
 typedef struct tt_record {
     tt_key key; /* gpu and rev filled */
     tt_config config;
-    int32_t batch, heads; /* the problem that was timed */
+    int32_t batch, heads; /* the problem timed; 0 = unknown (not for ok) */
     double time_ms;       /* median */
     double time_min_ms;   /* optional */
     double spread;        /* (p80 - p20) / median; optional */

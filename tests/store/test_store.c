@@ -225,8 +225,8 @@ TEST(empty_files_are_initialized) {
 
 TEST(concurrent_first_opens_migrate_once) {
     const char *p = fresh_path();
-    pid_t kids[4];
-    for (int i = 0; i < 4; i++) {
+    pid_t kids[8];
+    for (int i = 0; i < 8; i++) {
         kids[i] = fork();
         ASSERT(kids[i] >= 0);
         if (kids[i] == 0) {
@@ -238,7 +238,7 @@ TEST(concurrent_first_opens_migrate_once) {
             _exit(rc ? 1 : 0);
         }
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 8; i++) {
         int st = 0;
         ASSERT_EQ(waitpid(kids[i], &st, 0), kids[i]);
         ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -473,6 +473,12 @@ TEST(records_need_registered_ids_and_valid_fields) {
     r.time_ms = 0;
     ASSERT_EQ(tt_store_add_measurement(s, &r, NULL), TT_ERR_INVAL); /* ok needs a time */
     r.time_ms = 1;
+    r.batch = 0; /* an ok timing must say what it timed */
+    ASSERT_EQ(tt_store_add_measurement(s, &r, NULL), TT_ERR_INVAL);
+    r.batch = -1;
+    r.status = TT_MEAS_FAULT;
+    ASSERT_EQ(tt_store_add_measurement(s, &r, NULL), TT_ERR_INVAL);
+    r.batch = 8;
     r.status = (tt_meas_status)9;
     ASSERT_EQ(tt_store_add_measurement(s, &r, NULL), TT_ERR_INVAL);
     r.status = TT_MEAS_WRONG;
@@ -595,7 +601,11 @@ TEST(failed_configs_are_the_wrong_fault_and_timeout_ones_of_the_key) {
     tt_key k = key_of(GPU_A, 1000);
     add(s, rec_of(k, cfg_of(128, 1), TT_MEAS_WRONG, 1.0));
     add(s, rec_of(k, cfg_of(128, 2), TT_MEAS_FAULT, 0));
-    add(s, rec_of(k, cfg_of(128, 2), TT_MEAS_TIMEOUT, 0)); /* same config again */
+    /* The same config again, from a worker that died before it said the
+     * problem size. */
+    tt_record died = rec_of(k, cfg_of(128, 2), TT_MEAS_TIMEOUT, 0);
+    died.batch = died.heads = 0;
+    add(s, died);
     add(s, rec_of(k, cfg_of(64, 2), TT_MEAS_OK, 1.0));
     add(s, rec_of(k, cfg_of(32, 2), TT_MEAS_SKIPPED, 0));
     add(s, rec_of(key_of(GPU_A, 999), cfg_of(16, 1), TT_MEAS_FAULT, 0));  /* other seqlen */
