@@ -155,7 +155,8 @@ int tt_store_forget(tt_store *s, const tt_key *key, int *forgot);
 
 /* Iteration callbacks: return 0 to go on; anything else stops the
  * iteration and is returned by the iterating function. The record is
- * valid only during the call. */
+ * valid only during the call, and the callback must not call into the same
+ * tt_store (its statement is in use): collect, then act. */
 typedef int (*tt_store_record_cb)(void *ud, const tt_record *rec);
 typedef int (*tt_store_config_cb)(void *ud, const tt_config *cfg, tt_meas_status st);
 
