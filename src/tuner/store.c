@@ -580,8 +580,8 @@ static int quick_check(sqlite3 *db, char *msg, size_t len) {
 
 /*
  * Decides, without writing anything, whether `path` may be opened for
- * writing: it does not exist or is empty (*fresh = 1), or it is a healthy
- * tiletune database no newer than this build.
+ * writing: it does not exist, is empty (0 bytes, or SQLite with no schema
+ * and no ids), or is a healthy tiletune database no newer than this build.
  */
 static int inspect(tt_store *s, const char *path) {
     int ret = 0;
@@ -637,6 +637,7 @@ static int inspect(tt_store *s, const char *path) {
     }
     char msg[200];
     rc = quick_check(db, msg, sizeof msg);
+    if ((rc & 0xff) == SQLITE_BUSY) OPEN_FAIL(TT_ERR_DB, "%s: %s", path, msg);
     if (rc != SQLITE_OK || strcmp(msg, "ok") != 0)
         OPEN_FAIL(TT_ERR_CORRUPT, "%s: corrupt database: %s", path, msg);
 out:
