@@ -1,0 +1,410 @@
+#include "handlers.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "key.h"
+#include "log.h"
+#include "proto.h"
+
+#define LIST_MAX 64     /* values in one TUNE list field */
+#define JOB_KEYS_MAX 4096
+
+void tt_handle_error(tt_daemon *d, tt_buf *out, tt_errc code, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    d->stats.errors[code]++;
+    tt_buf_printf(out, "ERR %s %s\n", tt_errc_name(code), msg);
+}
+
+#define ERR(code, ...) tt_handle_error(d, out, TT_ERRC_##code, __VA_ARGS__)
+
+/* Fields of a tuning key, as LOOKUP and FORGET take them. */
+static const char *const key_fields[] = {"dtype", "hdim", "causal", "seqlen_q", "seqlen_k", "gpu", "rev", NULL};
+static const char *const key_required[] = {"dtype", "hdim", "seqlen_q", NULL};
+
+/* The grammar check says a field is missing or unknown (ERR field); a
+ * value that is not a number must say `range`, which tt__key_from_msg
+ * cannot tell apart from a missing field, so numbers are checked first. */
+static int check_numbers(tt_daemon *d, const tt__msg *m, const char *const *names, tt_buf *out) {
+    for (; *names; names++) {
+        const char *v = tt__msg_get(m, *names);
+        int64_t x;
+        if (v && tt__parse_i64(v, INT64_MIN, INT64_MAX, &x) == TT_ERR_INVAL) {
+            ERR(RANGE, "%s '%s' is not a number", *names, v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int check_fields(tt_daemon *d, const tt__msg *m, const char *const *allowed,
+                        const char *const *required, tt_buf *out) {
+    char err[256];
+    if (tt__msg_check(m, allowed, required, err, sizeof err) < 0) {
+        ERR(FIELD, "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* A key from LOOKUP/FORGET fields with gpu and rev defaulted to the
+ * daemon's own. */
+static int read_key(tt_daemon *d, const tt__msg *m, tt_key *key, tt_buf *out) {
+    static const char *const numbers[] = {"hdim", "causal", "seqlen_q", "seqlen_k", NULL};
+    char err[256];
+    if (check_fields(d, m, key_fields, key_required, out) < 0 || check_numbers(d, m, numbers, out) < 0)
+        return -1;
+    int rc = tt__key_from_msg(m, key, err, sizeof err);
+    if (rc < 0) {
+        tt_handle_error(d, out, tt_errc_from_status(rc), "%s", err);
+        return -1;
+    }
+    if (!key->gpu[0]) snprintf(key->gpu, sizeof key->gpu, "%s", tt_daemon_gpu(d));
+    if (!key->rev[0]) snprintf(key->rev, sizeof key->rev, "%s", tt_daemon_rev(d));
+    return 0;
+}
+
+static int need_admin(tt_daemon *d, tt_conn *c, const char *verb, tt_buf *out) {
+    if (tt_conn_is_admin(c)) return 0;
+    const tt_peer *p = tt_conn_peer(c);
+    tt_info("refused %s from uid %d (not an admin)", verb, (int)p->uid);
+    ERR(PERMISSION, "%s needs root, the daemon's user%s", verb,
+        d->opts.admin_group ? " or the admin group" : "");
+    return -1;
+}
+
+static void h_hello(tt_daemon *d, const tt__msg *m, tt_buf *out) {
+    static const char *const allowed[] = {"proto", "client", NULL};
+    static const char *const numbers[] = {"proto", NULL};
+    if (check_fields(d, m, allowed, NULL, out) < 0 || check_numbers(d, m, numbers, out) < 0) return;
+    const char *p = tt__msg_get(m, "proto");
+    int64_t v;
+    if (p && (tt__parse_i64(p, 0, INT32_MAX, &v) < 0 || v != TT_PROTOCOL_VERSION)) {
+        ERR(VERSION, "protocol %s not spoken; this daemon speaks %d", p, TT_PROTOCOL_VERSION);
+        return;
+    }
+    const char *gpu = tt_daemon_gpu(d);
+    tt_buf_printf(out, "OK proto=%d server=tiletuned/%s rev=%s gpu=%s\n", TT_PROTOCOL_VERSION,
+                  TT_VERSION_STRING, tt_daemon_rev(d), gpu[0] ? gpu : "none");
+}
+
+static void h_ping(tt_daemon *d, const tt__msg *m, tt_buf *out) {
+    if (check_fields(d, m, NULL, NULL, out) < 0) return;
+    tt_buf_append(out, "OK pong\n", 8);
+}
+
+static void h_lookup(tt_daemon *d, const tt__msg *m, tt_buf *out) {
+    tt_key key;
+    if (read_key(d, m, &key, out) < 0) return;
+    tt_lookup_result r;
+    int rc = tt_index_lookup(d->index, &key, &r);
+    if (rc < 0) {
+        ERR(UNSUPPORTED, "no config for this key");
+        return;
+    }
+    char cfg[TT_CONFIG_TEXT_MAX];
+    if (tt_config_format(&r.config, cfg, sizeof cfg) < 0) {
+        ERR(INTERNAL, "config does not format");
+        return;
+    }
+    d->stats.lookups[r.match]++;
+    tt_buf_printf(out, "OK match=%s config=%s seqlen_q=%lld seqlen_k=%lld", tt_match_name(r.match),
+                  cfg, (long long)r.seqlen_q, (long long)r.seqlen_k);
+    if (r.match != TT_MATCH_DEFAULT) tt_buf_printf(out, " tflops=%.2f", r.tflops);
+    tt_buf_append(out, "\n", 1);
+}
+
+static int job_counts(tt_daemon *d, tt_job_counts *jc, tt_buf *out) {
+    if (tt_store_job_counts(d->store, jc) < 0) {
+        ERR(DB, "%s", tt_store_errmsg(d->store));
+        return -1;
+    }
+    return 0;
+}
+
+static void h_status(tt_daemon *d, const tt__msg *m, tt_buf *out) {
+    if (check_fields(d, m, NULL, NULL, out) < 0) return;
+    tt_job_counts jc;
+    if (job_counts(d, &jc, out) < 0) return;
+    tt_supervisor_status st;
+    tt_supervisor_get_status(d->sup, &st);
+    const char *gpu = tt_daemon_gpu(d);
+    tt_buf_printf(out,
+                  "OK version=%s uptime_s=%llu gpus=%d rev=%s gpu=%s records=%zu jobs_queued=%lld "
+                  "jobs_running=%lld tuning=%s reason=%s\n",
+                  TT_VERSION_STRING, (unsigned long long)((uv_now(d->loop) - d->started_ms) / 1000),
+                  st.gpus, tt_daemon_rev(d), gpu[0] ? gpu : "none", tt_index_count(d->index),
+                  (long long)jc.queued, (long long)jc.running, tt_tuning_state_name(st.state),
+                  st.reason);
+}
+
+static void h_stats(tt_daemon *d, const tt__msg *m, tt_buf *out) {
+    static const char *const allowed[] = {"format", NULL};
+    if (check_fields(d, m, allowed, NULL, out) < 0) return;
+    const char *f = tt__msg_get(m, "format");
+    int prom = 0;
+    if (f && strcmp(f, "prometheus") == 0) prom = 1;
+    else if (f && strcmp(f, "text") != 0) {
+        ERR(UNSUPPORTED, "format must be text or prometheus");
+        return;
+    }
+    tt_job_counts jc;
+    if (job_counts(d, &jc, out) < 0) return;
+    tt_supervisor_status st;
+    tt_supervisor_get_status(d->sup, &st);
+    tt_stats_gauges g = {
+        .conn_open = d->conn_open,
+        .records = (int64_t)tt_index_count(d->index),
+        .uptime_s = (int64_t)((uv_now(d->loop) - d->started_ms) / 1000),
+        .jobs = {jc.queued, jc.running, jc.done, jc.failed, jc.cancelled},
+        .gpus = st.gpus,
+    };
+    tt_buf body;
+    tt_buf_init(&body);
+    int lines = tt_stats_format(&d->stats, &g, prom, &body);
+    tt_buf_printf(out, "OK lines=%d\n", lines);
+    tt_buf_append(out, body.data, body.len);
+    tt_buf_free(&body);
+}
+
+/* A comma-separated list of integers within [min, max]. */
+static int parse_list(tt_daemon *d, const char *name, const char *s, int64_t min, int64_t max,
+                      int64_t *vals, int *n, tt_buf *out) {
+    *n = 0;
+    char item[32];
+    while (1) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        if (*n == LIST_MAX) {
+            ERR(RANGE, "%s has more than %d values", name, LIST_MAX);
+            return -1;
+        }
+        if (len == 0 || len >= sizeof item) {
+            ERR(RANGE, "%s has an empty or overlong value", name);
+            return -1;
+        }
+        memcpy(item, s, len);
+        item[len] = '\0';
+        int rc = tt__parse_i64(item, min, max, &vals[*n]);
+        if (rc < 0) {
+            ERR(RANGE, "%s value '%s' is %s", name, item,
+                rc == TT_ERR_INVAL ? "not a number" : "out of range");
+            return -1;
+        }
+        (*n)++;
+        if (!comma) return 0;
+        s = comma + 1;
+    }
+}
+
+static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
+    static const char *const allowed[] = {"dtype", "hdim", "causal", "seqlen", "seqlen_k",
+                                          "mode",  "batch", "heads", "gpu", NULL};
+    static const char *const required[] = {"dtype", "hdim", "seqlen", NULL};
+    static const char *const numbers[] = {"batch", "heads", NULL};
+    if (need_admin(d, c, "TUNE", out) < 0) return;
+    if (check_fields(d, m, allowed, required, out) < 0 || check_numbers(d, m, numbers, out) < 0) return;
+
+    int64_t dt[LIST_MAX], hd[LIST_MAX], ca[LIST_MAX], sq[LIST_MAX], sk[LIST_MAX];
+    int ndt = 0, nhd, nca = 1, nsq, nsk = 0;
+    const char *s = tt__msg_get(m, "dtype");
+    while (s) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        char name[16];
+        tt_dtype t;
+        if (ndt == LIST_MAX || len == 0 || len >= sizeof name) {
+            ERR(RANGE, "bad dtype list");
+            return;
+        }
+        memcpy(name, s, len);
+        name[len] = '\0';
+        if (tt__dtype_parse(name, &t) < 0) {
+            ERR(UNSUPPORTED, "unsupported dtype '%s' (fp16 or bf16)", name);
+            return;
+        }
+        dt[ndt++] = t;
+        s = comma ? comma + 1 : NULL;
+    }
+    if (parse_list(d, "hdim", tt__msg_get(m, "hdim"), 1, 1 << 20, hd, &nhd, out) < 0) return;
+    for (int i = 0; i < nhd; i++)
+        if (!tt__head_dim_supported((int32_t)hd[i])) {
+            ERR(UNSUPPORTED, "unsupported head_dim %lld (32, 64, 96, 128 or 256)", (long long)hd[i]);
+            return;
+        }
+    ca[0] = 0;
+    if ((s = tt__msg_get(m, "causal")) && parse_list(d, "causal", s, 0, 1, ca, &nca, out) < 0) return;
+    if (parse_list(d, "seqlen", tt__msg_get(m, "seqlen"), 1, TT_SEQLEN_MAX, sq, &nsq, out) < 0) return;
+    if ((s = tt__msg_get(m, "seqlen_k")) &&
+        parse_list(d, "seqlen_k", s, 1, TT_SEQLEN_MAX, sk, &nsk, out) < 0)
+        return;
+    tt_job_mode mode = TT_JOB_EXHAUSTIVE;
+    if ((s = tt__msg_get(m, "mode")) && tt_job_mode_parse(s, &mode) < 0) {
+        ERR(UNSUPPORTED, "mode must be exhaustive or fast");
+        return;
+    }
+    int64_t batch = 0, heads = 0;
+    if ((s = tt__msg_get(m, "batch")) && tt__parse_i64(s, 1, 1 << 20, &batch) < 0) {
+        ERR(RANGE, "batch out of range 1..%d", 1 << 20);
+        return;
+    }
+    if ((s = tt__msg_get(m, "heads")) && tt__parse_i64(s, 1, 4096, &heads) < 0) {
+        ERR(RANGE, "heads out of range 1..4096");
+        return;
+    }
+    const char *gpu = tt__msg_get(m, "gpu");
+    if (gpu && !tt__is_hex_id(gpu)) {
+        ERR(FIELD, "gpu must be a hex fingerprint");
+        return;
+    }
+    long long total = (long long)ndt * nhd * nca * nsq * (nsk ? nsk : 1);
+    if (total > JOB_KEYS_MAX) {
+        ERR(RANGE, "%lld keys in one job; at most %d", total, JOB_KEYS_MAX);
+        return;
+    }
+    tt_key *keys = calloc((size_t)total, sizeof *keys);
+    if (!keys) {
+        ERR(INTERNAL, "out of memory");
+        return;
+    }
+    int n = 0;
+    for (int a = 0; a < ndt; a++)
+        for (int b = 0; b < nhd; b++)
+            for (int e = 0; e < nca; e++)
+                for (int f = 0; f < nsq; f++)
+                    for (int g = 0; g < (nsk ? nsk : 1); g++) {
+                        tt_key *k = &keys[n++];
+                        k->dtype = (tt_dtype)dt[a];
+                        k->head_dim = (int32_t)hd[b];
+                        k->causal = (int32_t)ca[e];
+                        k->seqlen_q = sq[f];
+                        k->seqlen_k = nsk ? sk[g] : sq[f];
+                        if (gpu) snprintf(k->gpu, sizeof k->gpu, "%s", gpu);
+                    }
+    int64_t id;
+    tt_job_info info;
+    int rc = tt_store_job_create(d->store, keys, n, mode, (int32_t)batch, (int32_t)heads, &id);
+    free(keys);
+    if (rc < 0 || tt_store_job_get(d->store, id, &info) < 0) {
+        ERR(DB, "%s", tt_store_errmsg(d->store));
+        return;
+    }
+    d->stats.jobs_created++;
+    tt_info("queued job %lld: %lld keys, %s", (long long)id, (long long)info.keys, tt_job_mode_name(mode));
+    tt_buf_printf(out, "OK job=%lld keys=%lld\n", (long long)id, (long long)info.keys);
+    tt_supervisor_kick(d->sup);
+}
+
+typedef struct jobs_ctx {
+    tt_buf body;
+    int n;
+} jobs_ctx;
+
+static int add_job(void *ud, const tt_job_info *j) {
+    jobs_ctx *x = ud;
+    tt_buf_printf(&x->body, "job=%lld state=%s keys=%lld done=%lld mode=%s created=%lld failed=%lld\n",
+                  (long long)j->id, tt_job_state_name(j->state), (long long)j->keys,
+                  (long long)(j->done + j->failed), tt_job_mode_name(j->mode),
+                  (long long)j->created_at, (long long)j->failed);
+    x->n++;
+    return 0;
+}
+
+static void h_jobs(tt_daemon *d, const tt__msg *m, tt_buf *out) {
+    static const char *const allowed[] = {"all", NULL};
+    static const char *const numbers[] = {"all", NULL};
+    if (check_fields(d, m, allowed, NULL, out) < 0 || check_numbers(d, m, numbers, out) < 0) return;
+    int64_t all = 0;
+    const char *s = tt__msg_get(m, "all");
+    if (s && tt__parse_i64(s, 0, 1, &all) < 0) {
+        ERR(RANGE, "all must be 0 or 1");
+        return;
+    }
+    jobs_ctx x;
+    tt_buf_init(&x.body);
+    x.n = 0;
+    if (tt_store_job_list(d->store, (int)all, add_job, &x) < 0) {
+        ERR(DB, "%s", tt_store_errmsg(d->store));
+    } else {
+        tt_buf_printf(out, "OK lines=%d\n", x.n);
+        tt_buf_append(out, x.body.data, x.body.len);
+    }
+    tt_buf_free(&x.body);
+}
+
+static void h_cancel(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
+    static const char *const allowed[] = {"job", NULL};
+    static const char *const numbers[] = {"job", NULL};
+    if (need_admin(d, c, "CANCEL", out) < 0) return;
+    if (check_fields(d, m, allowed, allowed, out) < 0 || check_numbers(d, m, numbers, out) < 0) return;
+    int64_t id;
+    if (tt__parse_i64(tt__msg_get(m, "job"), 1, INT64_MAX, &id) < 0) {
+        ERR(RANGE, "job must be a positive number");
+        return;
+    }
+    int rc = tt_store_job_cancel(d->store, id);
+    if (rc == TT_ERR_NOTFOUND) {
+        ERR(NOTFOUND, "no queued or running job %lld", (long long)id);
+        return;
+    }
+    if (rc < 0) {
+        ERR(DB, "%s", tt_store_errmsg(d->store));
+        return;
+    }
+    d->stats.jobs_cancelled++;
+    tt_info("cancelled job %lld", (long long)id);
+    tt_buf_printf(out, "OK job=%lld state=cancelled\n", (long long)id);
+}
+
+static void h_forget(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
+    if (need_admin(d, c, "FORGET", out) < 0) return;
+    tt_key key;
+    if (read_key(d, m, &key, out) < 0) return;
+    int forgot = 0;
+    if (key.gpu[0]) { /* without a GPU nothing can have been tuned */
+        int rc = tt_store_forget(d->store, &key, &forgot);
+        if (rc < 0 && rc != TT_ERR_NOTFOUND) {
+            ERR(DB, "%s", tt_store_errmsg(d->store));
+            return;
+        }
+        tt_index_remove(d->index, &key);
+    }
+    tt_buf_printf(out, "OK forgot=%d\n", forgot ? 1 : 0);
+}
+
+int tt_handle_line(tt_daemon *d, tt_conn *c, char *line, size_t len, tt_buf *out) {
+    tt__msg m;
+    const char *perr;
+    if (len > 0 && line[len - 1] == '\r') len--;
+    if (len > TT_LINE_MAX) {
+        tt_handle_error(d, out, TT_ERRC_TOOLONG, "request line over %d bytes; closing", TT_LINE_MAX);
+        return TT_HANDLE_CLOSE;
+    }
+    if (tt__proto_parse(line, len, &m, &perr) < 0) {
+        d->stats.requests[TT_VERB_OTHER]++;
+        tt_handle_error(d, out, TT_ERRC_PROTO, "%s", perr);
+        return TT_HANDLE_OK;
+    }
+    tt_verb v = tt_verb_find(m.verb);
+    d->stats.requests[v]++;
+    switch (v) {
+    case TT_VERB_HELLO: h_hello(d, &m, out); break;
+    case TT_VERB_PING: h_ping(d, &m, out); break;
+    case TT_VERB_LOOKUP: h_lookup(d, &m, out); break;
+    case TT_VERB_STATUS: h_status(d, &m, out); break;
+    case TT_VERB_STATS: h_stats(d, &m, out); break;
+    case TT_VERB_TUNE: h_tune(d, c, &m, out); break;
+    case TT_VERB_JOBS: h_jobs(d, &m, out); break;
+    case TT_VERB_CANCEL: h_cancel(d, c, &m, out); break;
+    case TT_VERB_FORGET: h_forget(d, c, &m, out); break;
+    default: tt_handle_error(d, out, TT_ERRC_VERB, "unknown verb '%.32s'", m.verb); break;
+    }
+    return TT_HANDLE_OK;
+}
