@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Compile variants of src/kernels/sdpa_mma.cu with NVRTC (ctypes, stdlib only).
+
+Used on the CPU machine to check every variant compiles, read ptxas' report
+(registers, spills, shared memory) and build sm_90 cubins that the device
+harness loads, so no device time goes into compiling.
+
+    python3 bench/dev/nvrtc_build.py --arch sm_90 --out build-kernels/cubins \
+        --hdim 128 --dtype 0 --causal 0 BM,BN,W,ST,LAYOUT,QREGS ...
+
+A variant is "BM,BN,W,ST,LAYOUT,QREGS". Without variants the whole space of
+space.py is built for the given keys. Writes <name>.cubin and report.json.
+"""
+import argparse
+import ctypes
+import json
+import os
+import re
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SRC = os.path.join(ROOT, "src", "kernels", "sdpa_mma.cu")
+HDR = os.path.join(ROOT, "src", "kernels", "sdpa_params.h")
+sys.path.insert(0, HERE)
+import space  # noqa: E402
+
+
+def _lib():
+    for name in ("libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"):
+        for d in ("/usr/local/cuda/lib64", ""):
+            try:
+                return ctypes.CDLL(os.path.join(d, name) if d else name)
+            except OSError:
+                pass
+    raise OSError("libnvrtc not found")
+
+
+def variant_name(v, hdim, dtype, causal, fault=0):
+    bm, bn, w, st, lay, qr = v
+    n = f"d{hdim}_t{dtype}_c{causal}_m{bm}_n{bn}_w{w}_s{st}_l{lay}_q{qr}"
+    return n + (f"_f{fault}" if fault else "")
+
+
+def compile_one(args):
+    v, hdim, dtype, causal, arch, fault = args
+    lib = _lib()
+    src = open(SRC, "rb").read()
+    hdr = open(HDR, "rb").read()
+    prog = ctypes.c_void_p()
+    hdrs = (ctypes.c_char_p * 1)(hdr)
+    names = (ctypes.c_char_p * 1)(b"sdpa_params.h")
+    rc = lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"sdpa_mma.cu", 1, hdrs, names)
+    if rc:
+        return {"ok": False, "log": f"nvrtcCreateProgram {rc}"}
+    bm, bn, w, st, lay, qr = v
+    opts = [f"-arch={arch}", "-std=c++17", "--ptxas-options=-v",
+            f"-DTT_FAMILY=0", f"-DTT_BLOCK_M={bm}", f"-DTT_BLOCK_N={bn}",
+            f"-DTT_WARPS={w}", f"-DTT_STAGES={st}", f"-DTT_LAYOUT={lay}",
+            f"-DTT_Q_IN_REGS={qr}", f"-DTT_HEAD_DIM={hdim}", f"-DTT_DTYPE={dtype}",
+            f"-DTT_CAUSAL={causal}", f"-DTT_FAULT_INJECT={fault}"]
+    copts = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
+    rc = lib.nvrtcCompileProgram(prog, len(opts), copts)
+    size = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    buf = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetProgramLog(prog, buf)
+    log = buf.value.decode(errors="replace")
+    out = {"ok": rc == 0, "log": log}
+    if rc == 0:
+        lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+        cub = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetCUBIN(prog, cub)
+        out["cubin"] = cub.raw
+        m = re.search(r"Used (\d+) registers", log)
+        out["regs"] = int(m.group(1)) if m else -1
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+        out["spill"] = int(m.group(1)) + int(m.group(2)) if m else 0
+        m = re.search(r"(\d+) bytes stack frame", log)
+        out["stack"] = int(m.group(1)) if m else 0
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--hdim", type=int, nargs="+", default=[128])
+    ap.add_argument("--dtype", type=int, nargs="+", default=[0])
+    ap.add_argument("--causal", type=int, nargs="+", default=[0])
+    ap.add_argument("--fault", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count())
+    ap.add_argument("variants", nargs="*")
+    a = ap.parse_args()
+    jobs = []
+    for hd in a.hdim:
+        vs = ([tuple(int(x) for x in s.split(",")) for s in a.variants]
+              if a.variants else space.variants(hd))
+        for dt in a.dtype:
+            for c in a.causal:
+                for v in vs:
+                    jobs.append((v, hd, dt, c, a.arch, a.fault))
+    report = {}
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        rp = os.path.join(a.out, "report.json")
+        if os.path.exists(rp):
+            report = json.load(open(rp))
+    bad = 0
+    with ProcessPoolExecutor(max_workers=a.jobs) as ex:
+        for job, res in zip(jobs, ex.map(compile_one, jobs)):
+            name = variant_name(job[0], job[1], job[2], job[3], job[5])
+            if not res["ok"]:
+                bad += 1
+                print(f"FAIL {name}\n{res['log']}")
+                continue
+            line = f"{name}: regs {res['regs']} spill {res['spill']} stack {res['stack']}"
+            if res["spill"] or res["stack"]:
+                bad += 1
+                line += "  <-- SPILL"
+            print(line, flush=True)
+            if a.out:
+                with open(os.path.join(a.out, name + ".cubin"), "wb") as f:
+                    f.write(res["cubin"])
+                report[name] = {k: res[k] for k in ("regs", "spill", "stack")}
+    if a.out:
+        with open(os.path.join(a.out, "report.json"), "w") as f:
+            json.dump(report, f, indent=1, sort_keys=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

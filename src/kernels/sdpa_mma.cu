@@ -1,0 +1,528 @@
+/*
+ * SDPA forward, family `mma`: FlashAttention-2 style on mma.sync m16n8k16,
+ * ldmatrix and 16-byte cp.async (sm_80 and later). Compiled at run time by
+ * NVRTC with no system headers: 16-bit values are raw bits, conversions and
+ * matrix instructions are inline PTX.
+ *
+ * Knobs (-D macros, see sdpa_params.h and docs/kernels.md):
+ *   TT_BLOCK_M   query rows per CTA; each warp owns BLOCK_M / WARPS rows,
+ *                which must be 16 or 32 (one or two m16 tiles per warp)
+ *   TT_BLOCK_N   keys per K/V tile, a multiple of 16
+ *   TT_WARPS     warps per CTA
+ *   TT_STAGES    1: one K and one V buffer, V(j) loads under S = QK^T and
+ *                K(j+1) under softmax + PV (FlashAttention-2's schedule);
+ *                >= 2: a ring of STAGES K+V tiles, STAGES-1 tiles in flight
+ *   TT_LAYOUT    0: rows padded by 8 elements; 1: XOR swizzle of 16 B chunks
+ *   TT_Q_IN_REGS 1: Q fragments loaded once into registers; 0: re-read from
+ *                shared memory by ldmatrix on every K tile
+ * Problem facts: TT_HEAD_DIM (32, 64, 96, 128, 256), TT_DTYPE (0 fp16,
+ * 1 bf16), TT_CAUSAL. Test builds: TT_FAULT_INJECT 1 writes far out of
+ * bounds, 2 never finishes.
+ */
+#include "sdpa_params.h"
+
+#ifndef TT_FAULT_INJECT
+#define TT_FAULT_INJECT 0
+#endif
+#ifndef TT_FAMILY
+#define TT_FAMILY 0
+#endif
+
+#if !defined(TT_BLOCK_M) || !defined(TT_BLOCK_N) || !defined(TT_WARPS) || \
+    !defined(TT_STAGES) || !defined(TT_LAYOUT) || !defined(TT_Q_IN_REGS) || \
+    !defined(TT_HEAD_DIM) || !defined(TT_DTYPE) || !defined(TT_CAUSAL)
+#error "sdpa_mma.cu: every TT_ knob and problem macro must be defined"
+#endif
+
+/* The legal knob space; the variant enumeration (src/kernels) mirrors these
+ * rules, docs/kernels.md explains them. */
+#if TT_FAMILY != 0
+#error "sdpa_mma.cu implements family 0 (mma) only"
+#endif
+#if TT_HEAD_DIM != 32 && TT_HEAD_DIM != 64 && TT_HEAD_DIM != 96 && \
+    TT_HEAD_DIM != 128 && TT_HEAD_DIM != 256
+#error "TT_HEAD_DIM must be 32, 64, 96, 128 or 256"
+#endif
+#if TT_WARPS < 1 || TT_WARPS > 16
+#error "TT_WARPS must be 1..16"
+#endif
+#if TT_BLOCK_M % (16 * TT_WARPS) != 0 || \
+    (TT_BLOCK_M / (16 * TT_WARPS) != 1 && TT_BLOCK_M / (16 * TT_WARPS) != 2)
+#error "TT_BLOCK_M must be 16*TT_WARPS or 32*TT_WARPS (16 or 32 rows per warp)"
+#endif
+#if TT_BLOCK_N % 16 != 0 || TT_BLOCK_N < 16 || TT_BLOCK_N > 256
+#error "TT_BLOCK_N must be a multiple of 16 in 16..256"
+#endif
+#if TT_STAGES < 1 || TT_STAGES > 4
+#error "TT_STAGES must be 1..4"
+#endif
+#if TT_LAYOUT != 0 && TT_LAYOUT != 1
+#error "TT_LAYOUT must be 0 (pad) or 1 (swizzle)"
+#endif
+#if TT_Q_IN_REGS != 0 && TT_Q_IN_REGS != 1
+#error "TT_Q_IN_REGS must be 0 or 1"
+#endif
+#if TT_DTYPE != 0 && TT_DTYPE != 1
+#error "TT_DTYPE must be 0 (fp16) or 1 (bf16)"
+#endif
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+
+namespace {
+
+constexpr int D = TT_HEAD_DIM;
+constexpr int BM = TT_BLOCK_M;
+constexpr int BN = TT_BLOCK_N;
+constexpr int NW = TT_WARPS;
+constexpr int NT = NW * 32;
+constexpr int ST = TT_STAGES;
+constexpr int MT = BM / (16 * NW); /* m16 tiles per warp */
+constexpr int RW = MT * 16;        /* query rows per warp */
+constexpr int CPR = D / 8;         /* 16-byte chunks per row */
+constexpr int ROW = TT_SDPA_SMEM_ROW(D, TT_LAYOUT);
+constexpr int ROW_BYTES = ROW * 2;
+
+/* Fragment registers per thread: S and O accumulators (+ Q fragments). Over
+ * 256 fp32 registers is a guaranteed spill, so such variants are illegal;
+ * below that ptxas' report decides. */
+static_assert(MT * (BN + D) / 2 + (TT_Q_IN_REGS ? MT * D / 4 : 0) <= 256,
+              "accumulators alone exceed the 255-register limit");
+
+/* Byte offset of 16-byte chunk c of row r inside a tile. Swizzle XORs the
+ * chunk with bits of the row so the 8 row addresses of one ldmatrix phase
+ * hit 8 different 16-byte bank groups. With 8k chunks per row (d 64, 128,
+ * 256) the row stride is a multiple of 128 B: chunk ^= row % 8. With 8k+4
+ * chunks (d 32, 96) odd rows are already shifted by 64 B, so XOR the low two
+ * bits with (row / 2) % 4; the chunk stays inside its aligned group of 4 and
+ * so inside the row. */
+__device__ __forceinline__ u32 soff(int r, int c) {
+#if TT_LAYOUT == 0
+    return (u32)(r * ROW_BYTES + c * 16);
+#else
+    int pc = (CPR % 8 == 0) ? (c ^ (r & 7)) : (c ^ ((r >> 1) & 3));
+    return (u32)(r * ROW_BYTES + pc * 16);
+#endif
+}
+
+__device__ __forceinline__ u32 smem_u32(const void *p) {
+    u32 r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
+        : "=r"(r) : "l"(p));
+    return r;
+}
+
+__device__ __forceinline__ void cp_async16(u32 saddr, const void *g, bool pred) {
+    /* src-size 0 zero-fills the chunk: rows past the end read nothing. */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(saddr), "l"(g), "r"(pred ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() {
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(u32 addr, u32 &r0, u32 &r1, u32 &r2, u32 &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(u32 addr, u32 &r0, u32 &r1, u32 &r2, u32 &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
+__device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#if TT_DTYPE == 0
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+#endif
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats to one register of two 16-bit values, lo in the low half. */
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+    u32 r;
+#if TT_DTYPE == 0
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+    return r;
+}
+
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float lg2(float x) {
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* Copies ROWS rows of a tile (row stride in elements) into shared memory;
+ * rows at or past `valid` are zero-filled without a read. Each thread keeps
+ * one running source pointer: hoisting one 64-bit offset per chunk out of
+ * the K/V loop cost up to 64 registers (d256) and spilled. */
+template <int ROWS>
+__device__ __forceinline__ void load_tile(u32 sbase, const u16 *g, tt_i64 stride,
+                                          int valid, int tid) {
+    if constexpr (NT % CPR == 0) {
+        constexpr int RSTEP = NT / CPR;
+        const int r0 = tid / CPR, c = tid % CPR;
+        tt_i64 step = stride * RSTEP;
+        /* Opaque to the optimizer, so the per-chunk offsets stay in the
+         * loop instead of living in registers across it. */
+        asm volatile("" : "+l"(step));
+        const u16 *src = g + r0 * stride + c * 8;
+#pragma unroll
+        for (int i = 0; i < (ROWS + RSTEP - 1) / RSTEP; ++i) {
+            const int r = r0 + i * RSTEP;
+            if (ROWS % RSTEP == 0 || r < ROWS)
+                cp_async16(sbase + soff(r, c), r < valid ? src : g, r < valid);
+            src += step;
+        }
+    } else {
+        constexpr int TOTAL = ROWS * CPR;
+#pragma unroll
+        for (int i = 0; i < (TOTAL + NT - 1) / NT; ++i) {
+            const int idx = tid + i * NT;
+            if (TOTAL % NT == 0 || idx < TOTAL) {
+                const int r = idx / CPR, c = idx % CPR;
+                const bool ok = r < valid;
+                cp_async16(sbase + soff(r, c), ok ? g + r * stride + c * 8 : g, ok);
+            }
+        }
+    }
+}
+
+/* Offset of the ldmatrix address for row block r_add (a multiple of 16) and
+ * k step kk (chunks 2kk, 2kk+1), given base = soff(lane row, lane chunk).
+ * With a power-of-two row the swizzled offset is base ^ (32 * kk): one LOP,
+ * and the row block folds into the instruction's immediate. */
+__device__ __forceinline__ u32 frag_off(u32 base, int r_lane, int c_lane, int r_add, int kk) {
+#if TT_LAYOUT == 0
+    (void)r_lane; (void)c_lane;
+    return base + r_add * ROW_BYTES + kk * 32;
+#else
+    if constexpr (CPR % 8 == 0) {
+        (void)r_lane; (void)c_lane;
+        return (base ^ (u32)(kk * 32)) + r_add * ROW_BYTES;
+    } else {
+        (void)base;
+        return soff(r_lane + r_add, c_lane + 2 * kk);
+    }
+#endif
+}
+
+} // namespace
+
+#if TT_FAULT_INJECT == 2
+__device__ volatile int tt_never_set; /* zero, and nobody sets it */
+#endif
+
+extern "C" __global__ void __launch_bounds__(NT)
+tt_sdpa_fwd_kernel(tt_sdpa_params p) {
+#if TT_FAULT_INJECT == 1
+    if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+        *(volatile int *)((char *)p.o + ((tt_i64)1 << 40)) = 1;
+#elif TT_FAULT_INJECT == 2
+    while (tt_never_set == 0) {
+    }
+#endif
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+
+    int m_block, h, b;
+#if TT_CAUSAL
+    {
+        /* Longest-first: causal row blocks near the end see the most keys,
+         * so the linear block order runs over the m-blocks from the last one
+         * with every (batch, head) before moving on. */
+        const int bh_count = gridDim.y * gridDim.z;
+        const int lin = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+        m_block = gridDim.x - 1 - lin / bh_count;
+        const int bh = lin % bh_count;
+        h = bh % gridDim.y;
+        b = bh / gridDim.y;
+    }
+#else
+    m_block = blockIdx.x;
+    h = blockIdx.y;
+    b = blockIdx.z;
+#endif
+    const int hkv = h / (p.heads_q / p.heads_kv);
+    const int Lq = p.seqlen_q, Lk = p.seqlen_k;
+    const int m0 = m_block * BM;
+
+    const u16 *gQ = (const u16 *)p.q + b * p.q_batch_stride + h * p.q_head_stride +
+                    (tt_i64)m0 * p.q_row_stride;
+    const u16 *gK = (const u16 *)p.k + b * p.k_batch_stride + hkv * p.k_head_stride;
+    const u16 *gV = (const u16 *)p.v + b * p.v_batch_stride + hkv * p.v_head_stride;
+
+    const u32 sQ = smem_u32(smem);
+    const u32 sK = sQ + BM * ROW_BYTES;
+    const u32 sV = sK + ST * BN * ROW_BYTES;
+    constexpr u32 KV_TILE = BN * ROW_BYTES;
+    (void)KV_TILE;
+
+#if TT_CAUSAL
+    const int kv_end = min(Lk, min(Lq, m0 + BM));
+#else
+    const int kv_end = Lk;
+#endif
+    const int n_tiles = (kv_end + BN - 1) / BN;
+    const int wr = warp * RW; /* first row of this warp in the tile */
+
+    /* Prologue: Q, then the first K (stages 1) or STAGES-1 K+V tiles. */
+    load_tile<BM>(sQ, gQ, p.q_row_stride, Lq - m0, tid);
+    cp_commit();
+#if TT_STAGES == 1
+    load_tile<BN>(sK, gK, p.k_row_stride, Lk, tid);
+    cp_commit();
+#else
+#pragma unroll
+    for (int i = 0; i < ST - 1; ++i) {
+        if (i < n_tiles) {
+            const tt_i64 n0 = (tt_i64)i * BN;
+            load_tile<BN>(sK + i * KV_TILE, gK + n0 * p.k_row_stride, p.k_row_stride,
+                          Lk - (int)n0, tid);
+            load_tile<BN>(sV + i * KV_TILE, gV + n0 * p.v_row_stride, p.v_row_stride,
+                          Lk - (int)n0, tid);
+        }
+        cp_commit(); /* empty groups keep the wait counts uniform */
+    }
+#endif
+
+    /* ldmatrix lane addressing: A (Q) and V^T fragments take row lane % 16,
+     * chunk lane / 16; K fragments take row lane % 8 + 8 * (lane / 16),
+     * chunk (lane / 8) % 2. */
+    const int a_row = lane & 15, a_chk = lane >> 4;
+    const int k_row = (lane & 7) + ((lane >> 4) << 3), k_chk = (lane >> 3) & 1;
+    const u32 a_base = soff(a_row, a_chk), k_base = soff(k_row, k_chk);
+
+#if TT_Q_IN_REGS
+    u32 qf[MT][D / 16][4];
+    cp_wait<(ST == 1 ? 1 : ST - 1)>();
+    __syncthreads();
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            ldsm_x4(sQ + frag_off(a_base, a_row, a_chk, wr + mi * 16, kk), qf[mi][kk][0],
+                    qf[mi][kk][1], qf[mi][kk][2], qf[mi][kk][3]);
+#endif
+
+    const float NEG_INF = __int_as_float(0xff800000);
+    const float sl2 = p.scale_log2;
+    float acc_o[MT][D / 8][4];
+    float row_m[MT][2], row_l[MT][2];
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi) {
+#pragma unroll
+        for (int d = 0; d < D / 8; ++d)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_o[mi][d][e] = 0.f;
+        row_m[mi][0] = row_m[mi][1] = NEG_INF;
+        row_l[mi][0] = row_l[mi][1] = 0.f;
+    }
+
+    for (int j = 0; j < n_tiles; ++j) {
+        const int n0 = j * BN;
+#if TT_STAGES == 1
+        cp_wait<0>(); /* K(j) landed */
+        __syncthreads(); /* and every warp is done with V(j-1) */
+        load_tile<BN>(sV, gV + (tt_i64)n0 * p.v_row_stride, p.v_row_stride, Lk - n0, tid);
+        cp_commit();
+        const u32 cK = sK, cV = sV;
+#else
+        cp_wait<ST - 2>(); /* tile j landed */
+        __syncthreads();   /* and every warp is done with tile j-1's slot */
+        {
+            const int nt = j + ST - 1;
+            if (nt < n_tiles) {
+                const int slot = nt % ST;
+                const tt_i64 nn0 = (tt_i64)nt * BN;
+                load_tile<BN>(sK + slot * KV_TILE, gK + nn0 * p.k_row_stride,
+                              p.k_row_stride, Lk - (int)nn0, tid);
+                load_tile<BN>(sV + slot * KV_TILE, gV + nn0 * p.v_row_stride,
+                              p.v_row_stride, Lk - (int)nn0, tid);
+            }
+            cp_commit();
+        }
+        const u32 cK = sK + (j % ST) * KV_TILE, cV = sV + (j % ST) * KV_TILE;
+#endif
+
+        /* S = Q K^T */
+        float s[MT][BN / 8][4];
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mi][n][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            u32 a[MT][4];
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) {
+#if TT_Q_IN_REGS
+#pragma unroll
+                for (int e = 0; e < 4; ++e) a[mi][e] = qf[mi][kk][e];
+#else
+                ldsm_x4(sQ + frag_off(a_base, a_row, a_chk, wr + mi * 16, kk), a[mi][0],
+                        a[mi][1], a[mi][2], a[mi][3]);
+#endif
+            }
+#pragma unroll
+            for (int nn = 0; nn < BN / 16; ++nn) {
+                u32 b0, b1, b2, b3;
+                ldsm_x4(cK + frag_off(k_base, k_row, k_chk, nn * 16, kk), b0, b1, b2, b3);
+#pragma unroll
+                for (int mi = 0; mi < MT; ++mi) {
+                    mma16816(s[mi][2 * nn], a[mi], b0, b1);
+                    mma16816(s[mi][2 * nn + 1], a[mi], b2, b3);
+                }
+            }
+        }
+
+#if TT_STAGES == 1
+        cp_wait<0>(); /* V(j) landed */
+        __syncthreads(); /* and every warp is done reading K(j) */
+        if (j + 1 < n_tiles) {
+            load_tile<BN>(sK, gK + (tt_i64)(n0 + BN) * p.k_row_stride, p.k_row_stride,
+                          Lk - n0 - BN, tid);
+        }
+        cp_commit();
+#endif
+
+        /* Masking: only the last tile (keys past seqlen_k) and, causal, the
+         * tiles that cross the diagonal pay for it. */
+        const bool need_mask = (n0 + BN > Lk) || (TT_CAUSAL && n0 + BN - 1 > m0 + wr);
+        if (need_mask) {
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+                for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int col = n0 + n * 8 + 2 * t + (e & 1);
+                        const int row = m0 + wr + mi * 16 + g + ((e >> 1) << 3);
+                        (void)row;
+                        if (col >= Lk || (TT_CAUSAL && col > row)) s[mi][n][e] = NEG_INF;
+                    }
+        }
+
+        /* Online softmax in the exp2 domain, rows g and g+8 of each m tile. */
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = row_m[mi][r];
+#pragma unroll
+                for (int n = 0; n < BN / 8; ++n)
+                    mx = fmaxf(mx, fmaxf(s[mi][n][2 * r], s[mi][n][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                /* A row with no visible key yet keeps max -inf: subtract 0
+                 * so exp2 gives 0, never NaN. */
+                const float ms = (mx == NEG_INF) ? 0.f : mx * sl2;
+                const float alpha = ex2(row_m[mi][r] * sl2 - ms);
+                row_m[mi][r] = mx;
+                float sum = 0.f;
+#pragma unroll
+                for (int n = 0; n < BN / 8; ++n) {
+                    const float p0 = ex2(fmaf(s[mi][n][2 * r], sl2, -ms));
+                    const float p1 = ex2(fmaf(s[mi][n][2 * r + 1], sl2, -ms));
+                    s[mi][n][2 * r] = p0;
+                    s[mi][n][2 * r + 1] = p1;
+                    sum += p0 + p1;
+                }
+                row_l[mi][r] = row_l[mi][r] * alpha + sum;
+#pragma unroll
+                for (int d = 0; d < D / 8; ++d) {
+                    acc_o[mi][d][2 * r] *= alpha;
+                    acc_o[mi][d][2 * r + 1] *= alpha;
+                }
+            }
+        }
+
+        /* O += P V: P goes from the S accumulators straight into A
+         * fragments (the m16n8 C layout of two n tiles is the m16k16 A
+         * layout), no shared-memory round trip. */
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+            u32 pa[MT][4];
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) {
+                pa[mi][0] = pack2(s[mi][2 * kk][0], s[mi][2 * kk][1]);
+                pa[mi][1] = pack2(s[mi][2 * kk][2], s[mi][2 * kk][3]);
+                pa[mi][2] = pack2(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
+                pa[mi][3] = pack2(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int dd = 0; dd < D / 16; ++dd) {
+                u32 b0, b1, b2, b3;
+                ldsm_x4_t(cV + frag_off(a_base, a_row, a_chk, kk * 16, dd), b0, b1, b2, b3);
+#pragma unroll
+                for (int mi = 0; mi < MT; ++mi) {
+                    mma16816(acc_o[mi][2 * dd], pa[mi], b0, b1);
+                    mma16816(acc_o[mi][2 * dd + 1], pa[mi], b2, b3);
+                }
+            }
+        }
+    }
+    cp_wait<0>(); /* nothing may land in shared memory after the kernel */
+
+    /* Epilogue: O / l staged through this warp's own rows of the Q tile
+     * (no other warp reads them), then 16-byte coalesced stores; LSE from
+     * the first thread of each quad. */
+    __syncwarp();
+    const float LN2 = 0.6931471805599453f;
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float l = row_l[mi][r];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const bool empty = !(l > 0.f) || row_m[mi][r] == NEG_INF;
+            const float inv = empty ? 0.f : 1.f / l;
+            const int row_t = wr + mi * 16 + g + r * 8;
+#pragma unroll
+            for (int d = 0; d < D / 8; ++d) {
+                const u32 v = pack2(acc_o[mi][d][2 * r] * inv, acc_o[mi][d][2 * r + 1] * inv);
+                asm volatile("st.shared.u32 [%0], %1;\n"
+                             :: "r"(sQ + soff(row_t, d) + t * 4), "r"(v));
+            }
+            if (p.lse && t == 0 && m0 + row_t < Lq) {
+                const float lse = empty ? __int_as_float(0x7f800000)
+                                        : row_m[mi][r] * p.scale + lg2(l) * LN2;
+                p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + m0 + row_t] = lse;
+            }
+        }
+    }
+    __syncwarp();
+    u16 *gO = (u16 *)p.o + b * p.o_batch_stride + h * p.o_head_stride +
+              (tt_i64)m0 * p.o_row_stride;
+#pragma unroll
+    for (int i = 0; i < (RW * CPR + 31) / 32; ++i) {
+        const int idx = lane + i * 32;
+        if ((RW * CPR) % 32 == 0 || idx < RW * CPR) {
+            const int r = wr + idx / CPR, c = idx % CPR;
+            if (m0 + r < Lq) {
+                u32 v0, v1, v2, v3;
+                asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3) : "r"(sQ + soff(r, c)));
+                u16 *dst = gO + (tt_i64)r * p.o_row_stride + c * 8;
+                asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};\n"
+                             :: "l"(dst), "r"(v0), "r"(v1), "r"(v2), "r"(v3) : "memory");
+            }
+        }
+    }
+}
