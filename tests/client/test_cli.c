@@ -1,0 +1,257 @@
+/* The tiletune CLI as a user meets it: usage errors exit 2, an unreachable
+ * daemon exits 1 with one line saying why, replies are shown for people
+ * and as JSON. The daemon here is a fake with canned replies; the real one
+ * is in test_cli_daemon.c. */
+#include <jansson.h>
+
+#include "cli_run.h"
+#include "fake_daemon.h"
+#include "tt_test.h"
+
+#define CFG "family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1"
+
+static const char *canned(fake_daemon *f, const char *line) {
+    (void)f;
+    if (strcmp(line, "PING") == 0) return "OK pong\n";
+    if (strcmp(line, "STATUS") == 0)
+        return "OK version=0.1.0 uptime_s=42 gpus=0 rev=ab12 gpu=none records=3 jobs_queued=1 "
+               "jobs_running=0 tuning=waiting reason=no-gpu\n";
+    if (strcmp(line, "STATS") == 0)
+        return "OK lines=3\nrequests_lookup_total 1200\nlookups_exact_total 7\nconnections_open 2\n";
+    if (strcmp(line, "STATS format=prometheus") == 0)
+        return "OK lines=3\n# HELP tiletune_requests_total Requests.\n# TYPE tiletune_requests_total "
+               "counter\ntiletune_requests_total{verb=\"lookup\"} 1200\n";
+    if (strncmp(line, "LOOKUP ", 7) == 0) {
+        if (strstr(line, "hdim=256")) return "OK match=default config=" CFG " seqlen_q=9 seqlen_k=9\n";
+        return "OK match=nearest config=" CFG " seqlen_q=1024 seqlen_k=2048 tflops=301.25\n";
+    }
+    if (strncmp(line, "TUNE ", 5) == 0) {
+        if (strstr(line, "dtype=bf16")) return "ERR permission TUNE needs root, the daemon's user or group tiletune\n";
+        return "OK job=17 keys=8\n";
+    }
+    if (strcmp(line, "JOBS") == 0)
+        return "OK lines=2\njob=3 state=running keys=8 done=2 mode=exhaustive created=1700000000\n"
+               "job=17 state=queued keys=120 done=0 mode=fast created=1700000100\n";
+    if (strcmp(line, "JOBS all=1") == 0) return "OK lines=0\n";
+    if (strcmp(line, "CANCEL job=17") == 0) return "OK job=17 state=cancelled\n";
+    if (strncmp(line, "CANCEL ", 7) == 0) return "ERR notfound no job 99\n";
+    if (strncmp(line, "FORGET ", 7) == 0) return strstr(line, "causal=1") ? "OK forgot=1\n" : "OK forgot=0\n";
+    return "ERR verb unknown verb\n";
+}
+
+TEST(usage_errors_exit_2) {
+    cli_result r;
+    const char *cases[][10] = {
+        {NULL},
+        {"frob", NULL},
+        {"--bogus", "ping", NULL},
+        {"--timeout", "abc", "ping", NULL},
+        {"--timeout", NULL},
+        {"ping", "extra", NULL},
+        {"lookup", "--hdim", "128", "--dtype", "fp16", NULL},
+        {"lookup", "--seqlen", "10", "--hdim", "48", "--dtype", "fp16", NULL},
+        {"lookup", "--seqlen", "0", "--hdim", "64", "--dtype", "fp16", NULL},
+        {"lookup", "--seqlen", "1x", "--hdim", "64", "--dtype", "fp16", NULL},
+        {"lookup", "--seqlen", "10", "--hdim", "64", "--dtype", "fp32", NULL},
+        {"lookup", "--seqlen", "10", "--seqlen", "20", "--hdim", "64", NULL},
+        {"lookup", "--seqlen", NULL},
+        {"stats", "--prom", "--json", NULL},
+        {"tune", "--seqlen", "512,", "--hdim", "64", "--dtype", "fp16", NULL},
+        {"tune", "--seqlen", "512", "--hdim", "64", "--dtype", "fp16", "--causal", "maybe"},
+        {"cancel", NULL},
+        {"cancel", "abc", NULL},
+        {"jobs", "--causal", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *const *a = cases[i];
+        cli(&r, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], NULL);
+        if (r.rc != 2) fprintf(stderr, "case %zu (%s %s): rc %d\n", i, a[0] ? a[0] : "", a[1] ? a[1] : "", r.rc);
+        ASSERT_EQ(r.rc, 2);
+        ASSERT_CONTAINS(r.err, "tiletune");
+        ASSERT_STREQ(r.out, "");
+    }
+    cli(&r, "lookup", "--seqlen", "10", "--hdim", "48", "--dtype", "fp16", NULL);
+    ASSERT_CONTAINS(r.err, "--hdim 48 is not supported");
+    ASSERT_CONTAINS(r.err, "tiletune lookup --help");
+}
+
+TEST(help_exits_0) {
+    cli_result r;
+    cli(&r, "--help", NULL);
+    ASSERT_EQ(r.rc, 0);
+    const char *cmds[] = {"ping", "status", "stats", "lookup", "tune", "jobs", "cancel", "forget"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        ASSERT_CONTAINS(r.out, cmds[i]);
+        cli_result h;
+        cli(&h, cmds[i], "--help", NULL);
+        ASSERT_EQ(h.rc, 0);
+        ASSERT_CONTAINS(h.out, "usage: tiletune");
+        ASSERT_CONTAINS(h.out, cmds[i]);
+        cli(&h, "help", cmds[i], NULL);
+        ASSERT_EQ(h.rc, 0);
+    }
+    cli(&r, "lookup", "--help", NULL);
+    ASSERT_CONTAINS(r.out, "--seqlen N");
+    ASSERT_CONTAINS(r.out, "--json");
+    cli(&r, "--version", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, "tiletune 0.1.0");
+}
+
+TEST(unreachable_daemon_exits_1_with_reason) {
+    cli_result r;
+    cli(&r, "--socket", "/nonexistent/tiletune.sock", "ping", NULL);
+    ASSERT_EQ(r.rc, 1);
+    ASSERT_STREQ(r.err,
+                 "tiletune: cannot reach the daemon at /nonexistent/tiletune.sock: No such file or "
+                 "directory (is tiletuned running?)\n");
+    ASSERT_STREQ(r.out, "");
+    /* $TILETUNE_SOCKET is the default */
+    setenv("TILETUNE_SOCKET", "/nonexistent/env.sock", 1);
+    cli(&r, "lookup", "--seqlen", "10", "--hdim", "64", "--dtype", "fp16", NULL);
+    ASSERT_EQ(r.rc, 1);
+    ASSERT_CONTAINS(r.err, "/nonexistent/env.sock");
+    ASSERT_EQ(nlines(r.err), 1);
+}
+
+TEST(mute_daemon_times_out) {
+    fake_daemon *f = fake_start(FAKE_ACCEPT_MUTE, NULL);
+    cli_result r;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cli(&r, "--socket", f->path, "--timeout", "200", "status", NULL);
+    double ms = ms_since(&t0);
+    ASSERT_EQ(r.rc, 1);
+    ASSERT_CONTAINS(r.err, "did not answer in time (waited 200 ms");
+    ASSERT_EQ(nlines(r.err), 1);
+    ASSERT(ms >= 199 && ms < 1000);
+    fake_stop(f);
+}
+
+TEST(ping_status_stats) {
+    fake_daemon *f = fake_start(FAKE_SERVE, canned);
+    cli_result r;
+    cli(&r, "--socket", f->path, "ping", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, "pong from ");
+    ASSERT_CONTAINS(r.out, f->path);
+
+    cli(&r, "--socket", f->path, "status", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, "version       0.1.0\n"); /* keys padded to jobs_running */
+    ASSERT_CONTAINS(r.out, "jobs_running  0\n");
+    ASSERT_CONTAINS(r.out, "Tuning needs a GPU");
+
+    cli(&r, "--socket", f->path, "status", "--json", NULL);
+    ASSERT_EQ(r.rc, 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    ASSERT(j != NULL);
+    ASSERT_EQ(json_integer_value(json_object_get(j, "records")), 3);
+    ASSERT_STREQ(json_string_value(json_object_get(j, "reason")), "no-gpu");
+    ASSERT_STREQ(json_string_value(json_object_get(j, "rev")), "ab12");
+    json_decref(j);
+
+    cli(&r, "--socket", f->path, "stats", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, "requests_lookup_total  1200\n");
+    ASSERT_CONTAINS(r.out, "connections_open          2\n");
+    cli(&r, "--socket", f->path, "stats", "--json", NULL);
+    j = json_loads(r.out, 0, &je);
+    ASSERT(j != NULL);
+    ASSERT_EQ(json_integer_value(json_object_get(j, "lookups_exact_total")), 7);
+    json_decref(j);
+    cli(&r, "--socket", f->path, "stats", "--prom", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, "# TYPE tiletune_requests_total counter\n");
+    ASSERT_EQ(nlines(r.out), 3);
+    fake_stop(f);
+}
+
+TEST(lookup_human_and_json) {
+    fake_daemon *f = fake_start(FAKE_SERVE, canned);
+    cli_result r;
+    cli(&r, "--socket", f->path, "lookup", "--seqlen", "1000", "--seqlen-k", "2000", "--hdim", "128",
+        "--dtype", "bf16", "--causal", "--gpu", "00aa", NULL);
+    ASSERT_EQ(r.rc, 0);
+    pthread_mutex_lock(&f->lock);
+    ASSERT_STREQ(f->last, "LOOKUP dtype=bf16 hdim=128 causal=1 seqlen_q=1000 seqlen_k=2000 gpu=00aa");
+    pthread_mutex_unlock(&f->lock);
+    ASSERT_CONTAINS(r.out, "match      nearest\n");
+    ASSERT_CONTAINS(r.out, "tuned for  seqlen_q=1024 seqlen_k=2048\n");
+    ASSERT_CONTAINS(r.out, "block_m=64 block_n=32");
+    ASSERT_CONTAINS(r.out, "tflops     301.25\n");
+
+    cli(&r, "--socket", f->path, "lookup", "--seqlen=9", "--hdim=256", "--dtype=fp16", "--json", NULL);
+    ASSERT_EQ(r.rc, 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    ASSERT(j != NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(j, "match")), "default");
+    ASSERT(json_is_null(json_object_get(j, "tflops")));
+    json_t *cfg = json_object_get(j, "config");
+    ASSERT_EQ(json_integer_value(json_object_get(cfg, "block_m")), 64);
+    ASSERT_STREQ(json_string_value(json_object_get(cfg, "layout")), "pad");
+    ASSERT_STREQ(json_string_value(json_object_get(j, "config_text")), CFG);
+    ASSERT_EQ(json_integer_value(json_object_get(j, "seqlen_q")), 9);
+    json_decref(j);
+    fake_stop(f);
+}
+
+TEST(tune_jobs_cancel_forget) {
+    fake_daemon *f = fake_start(FAKE_SERVE, canned);
+    cli_result r;
+    cli(&r, "--socket", f->path, "tune", "--seqlen", "512,1024", "--hdim", "64,128", "--dtype", "fp16",
+        "--causal", "both", "--mode", "fast", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, "job 17 queued: 8 keys\n");
+    ASSERT_CONTAINS(r.out, "tuning is waiting: no-gpu");
+    cli(&r, "--socket", f->path, "tune", "--seqlen", "512", "--hdim", "64", "--dtype", "fp16", "--causal",
+        "no", "--batch", "4", "--heads", "16", NULL);
+    ASSERT_EQ(r.rc, 0);
+    /* the STATUS that follows is the last request; check TUNE's through the
+     * reply having been accepted, and the fields by a refused run below */
+    cli(&r, "--socket", f->path, "tune", "--seqlen", "512", "--hdim", "64", "--dtype", "bf16", "--causal",
+        "yes", NULL);
+    ASSERT_EQ(r.rc, 1);
+    pthread_mutex_lock(&f->lock);
+    ASSERT_STREQ(f->last, "TUNE dtype=bf16 hdim=64 causal=1 seqlen=512");
+    pthread_mutex_unlock(&f->lock);
+    ASSERT_STREQ(r.err,
+                 "tiletune: the daemon refused: TUNE needs root, the daemon's user or group tiletune "
+                 "(permission)\n");
+
+    cli(&r, "--socket", f->path, "jobs", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_EQ(nlines(r.out), 3);
+    ASSERT_CONTAINS(r.out, "JOB  STATE    KEYS  DONE  MODE        CREATED");
+    ASSERT_CONTAINS(r.out, " 17  queued    120     0  fast");
+    cli(&r, "--socket", f->path, "jobs", "--json", NULL);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    ASSERT(json_is_array(j));
+    ASSERT_EQ(json_array_size(j), 2);
+    ASSERT_STREQ(json_string_value(json_object_get(json_array_get(j, 0), "state")), "running");
+    ASSERT_EQ(json_integer_value(json_object_get(json_array_get(j, 1), "keys")), 120);
+    json_decref(j);
+    cli(&r, "--socket", f->path, "jobs", "--all", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_STREQ(r.out, "no jobs\n");
+
+    cli(&r, "--socket", f->path, "cancel", "17", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_STREQ(r.out, "job 17 cancelled\n");
+    cli(&r, "--socket", f->path, "cancel", "99", NULL);
+    ASSERT_EQ(r.rc, 1);
+    ASSERT_CONTAINS(r.err, "no job 99 (notfound)");
+
+    cli(&r, "--socket", f->path, "forget", "--seqlen", "64", "--hdim", "64", "--dtype", "fp16", "--causal", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, "forgot the tuned config");
+    cli(&r, "--socket", f->path, "forget", "--seqlen", "64", "--hdim", "64", "--dtype", "fp16", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, "nothing to forget");
+    fake_stop(f);
+}
+
+TT_TEST_MAIN()
