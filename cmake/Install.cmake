@@ -3,6 +3,7 @@
 # that its target exists, so the tree configures while parts are missing.
 #
 #   sbin/tiletuned                           the daemon (systemd/ points at it)
+#   sbin/tiletune-worker                     its measurement worker, beside it
 #   bin/tiletune                             the CLI
 #   lib/libtiletune.so.<soversion>           the client library
 #   include/tiletune.h
@@ -20,6 +21,13 @@ set(TT_CMAKE_PACKAGE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/tiletune)
 if(TARGET tiletuned)
   install(TARGETS tiletuned RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
 endif()
+
+# The daemon starts its measurement worker from its own directory.
+foreach(worker tiletune_worker tiletune-worker)
+  if(TARGET ${worker})
+    install(TARGETS ${worker} RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
+  endif()
+endforeach()
 
 if(TARGET tiletune_cli)
   install(TARGETS tiletune_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

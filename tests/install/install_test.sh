@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# install_test.sh BUILD_DIR SRC_DIR CC LIBDIR SOVERSION EXPECT SANFLAGS
+# install_test.sh BUILD_DIR SRC_DIR CC LIBDIR SOVERSION EXPECT SANFLAGS BINDIR SBINDIR
 #
 # Installs the build tree BUILD_DIR into a temporary prefix, checks the
 # files are there, then builds tests/install/consumer.c against that prefix
-# twice -- CMake find_package(tiletune) and pkg-config -- runs both, and
-# checks the library's ELF exports and soname.
+# twice -- CMake find_package(tiletune) and pkg-config -- runs both,
+# checks the library's ELF exports and soname, and runs the installed
+# daemon and CLI against each other.
 set -euo pipefail
 
-build=$1 src=$2 cc=$3 libdir=$4 soversion=$5 expect=$6 san=$7
+build=$1 src=$2 cc=$3 libdir=$4 soversion=$5 expect=$6 san=$7 bindir=$8 sbindir=$9
 cmake=${CMAKE:-cmake}
 pkgconfig=${PKG_CONFIG:-pkg-config}
 nm=${NM:-nm}
@@ -90,4 +91,31 @@ LD_LIBRARY_PATH=$prefix/$libdir "$tmp/consumer-pc" "$nosock" >"$tmp/out-pc" ||
     fail "pkg-config consumer exited $?"
 check_output pkg-config "$tmp/out-pc"
 cmp -s "$tmp/out-cmake" "$tmp/out-pc" || fail "the two consumers disagree"
+
+# The installed daemon and CLI run from the prefix (no build-tree RPATH
+# left behind) and talk to each other.
+daemon=$prefix/$sbindir/tiletuned cli=$prefix/$bindir/tiletune
+if [[ -x $daemon && -x $cli ]]; then
+    echo "== installed tiletuned + tiletune"
+    "$daemon" --version || fail "installed tiletuned --version failed"
+    "$cli" --version || fail "installed tiletune --version failed"
+    sock=$tmp/run/tiletune.sock
+    mkdir -p "$tmp/run"
+    "$daemon" --socket "$sock" --db "$tmp/run/tiletune.db" --cache-dir "$tmp/run/cache" \
+        --worker "" --log-level warn 2>"$tmp/daemon.log" &
+    dpid=$!
+    trap 'kill -KILL "$dpid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+    for _ in $(seq 100); do
+        "$cli" --socket "$sock" ping >/dev/null 2>&1 && break
+        kill -0 "$dpid" 2>/dev/null || { cat "$tmp/daemon.log"; fail "installed tiletuned exited"; }
+        sleep 0.1
+    done
+    "$cli" --socket "$sock" ping || { cat "$tmp/daemon.log"; fail "installed tiletune cannot ping it"; }
+    "$cli" --socket "$sock" lookup --dtype fp16 --hdim 128 --seqlen 4096 --causal --json >"$tmp/lookup.json" ||
+        fail "installed tiletune lookup failed"
+    cat "$tmp/lookup.json"
+    grep -q '"match": *"default"' "$tmp/lookup.json" || fail "lookup from an empty database is not match=default"
+    kill -TERM "$dpid"
+    wait "$dpid" || true
+fi
 echo "PASS"
