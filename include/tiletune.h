@@ -177,7 +177,60 @@ TT_EXPORT int tt_client_get_stats(tt_client *c, tt_client_stats *out);
 TT_EXPORT void tt_client_flush(tt_client *c);
 
 /* ---- the kernel ------------------------------------------------------------ */
-/* (tt_sdpa_fwd and its arguments: see the kernels section below.) */
+
+/*
+ * Arguments of tt_sdpa_fwd: torch.nn.functional.scaled_dot_product_attention
+ * on device memory. Tensors are [batch, heads, seqlen, head_dim] addressed
+ * by strides in elements (batch, head, row); the last dimension is
+ * contiguous, so a [batch, seqlen, heads, head_dim] tensor is passed as is
+ * with its strides swapped. Pointers must be 16-byte aligned and every
+ * stride a multiple of 8 elements. Zero the struct before filling it in:
+ * reserved fields must be 0.
+ */
+typedef struct tt_sdpa_args {
+    const void *q, *k, *v; /* device pointers, fp16 or bf16 */
+    void *o;               /* output, the shape of q, same dtype */
+    float *lse;            /* optional: log-sum-exp per row (natural log, scale
+                              included), fp32 [batch, heads_q, seqlen_q] */
+    int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3]; /* batch, head, row */
+    int64_t lse_stride[2]; /* batch, head; {0, 0}: packed [batch, heads_q, seqlen_q] */
+    int32_t dtype;         /* tt_dtype */
+    int32_t causal;        /* 1: query i sees keys j <= i (PyTorch's is_causal) */
+    float scale;           /* softmax scale; 0: 1/sqrt(head_dim) */
+    int32_t reserved0;
+    /* The schedule: NULL = the tuned config for this key, asked from the
+     * daemon (process-wide client, cached), else the built-in default. */
+    const tt_config *config;
+    void *stream;          /* CUstream; NULL: the legacy default stream */
+    int64_t reserved[8];
+} tt_sdpa_args;
+
+/*
+ * Launches the SDPA forward kernel on a->stream (asynchronous, like any
+ * kernel launch; the first call for a variant compiles or loads it from the
+ * cubin cache and may take a second). Every argument is checked before any
+ * launch: TT_ERR_INVAL (null or misaligned pointer, bad stride or size,
+ * heads_q not a multiple of heads_kv, a config illegal for the head dim),
+ * TT_ERR_UNSUPPORTED (dtype, head_dim), TT_ERR_RANGE (a config over the
+ * device's shared memory, a size over the grid's limits), TT_ERR_NOGPU (no
+ * driver or device), TT_ERR_COMPILE, TT_ERR_CUDA; a message in err.
+ */
+TT_EXPORT int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen);
+
+/* The kernel revision in use (hex): the hash of the embedded kernel source,
+ * or of the file named by $TILETUNE_KERNEL_SOURCE. */
+TT_EXPORT int tt_kernel_revision(char out[TT_ID_MAX]);
+
+/*
+ * The variant space for `key` on CUDA device `device`: the configs the
+ * tuner measures, in table order, each compiled (or found in the cubin
+ * cache) and checked to fit the device without register spills. Writes up
+ * to `cap` configs and the space's size in *count (call with cap 0 to size
+ * the array).
+ */
+TT_EXPORT int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap,
+                               size_t *count, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

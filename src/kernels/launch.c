@@ -1,0 +1,484 @@
+#include "launch.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_api.h"
+#include "key.h"
+#include "source.h"
+
+/* grid.y and grid.z are heads and batch: the hardware caps both. */
+#define GRID_YZ_MAX 65535
+#define MAX_DEVICES 64
+
+/* ---- devices ------------------------------------------------------------------ */
+
+static int limits_of_device(const tt__cuda *cu, CUdevice dev, tt__device_limits *out, char *err,
+                            size_t errlen) {
+    int major = 0, minor = 0, smem = 0, sms = 0;
+    CUresult r;
+    if ((r = cu->DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)) ||
+        (r = cu->DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)) ||
+        (r = cu->DeviceGetAttribute(&smem, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev)) ||
+        (r = cu->DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)))
+        return tt__cuda_fail(cu, r, "cuDeviceGetAttribute", err, errlen);
+    out->arch = major * 10 + minor;
+    out->smem_optin = smem;
+    out->sm_count = sms;
+    return 0;
+}
+
+int tt__device_open(int ordinal, tt__device *out, char *err, size_t errlen) {
+    const tt__cuda *cu;
+    int rc = tt__cuda_get(&cu, err, errlen);
+    if (rc < 0) return rc;
+    if (ordinal < 0 || ordinal >= cu->device_count)
+        return tt__fail(TT_ERR_NOGPU, err, errlen, "no CUDA device %d (the driver sees %d)", ordinal,
+                        cu->device_count);
+    tt__device d;
+    memset(&d, 0, sizeof d);
+    d.ordinal = ordinal;
+    CUresult r;
+    if ((r = cu->DeviceGet(&d.dev, ordinal))) return tt__cuda_fail(cu, r, "cuDeviceGet", err, errlen);
+    if ((rc = limits_of_device(cu, d.dev, &d.limits, err, errlen)) < 0) return rc;
+    if ((r = cu->DeviceGetName(d.name, (int)sizeof d.name, d.dev)))
+        return tt__cuda_fail(cu, r, "cuDeviceGetName", err, errlen);
+    if ((r = cu->DevicePrimaryCtxRetain(&d.ctx, d.dev)))
+        return tt__cuda_fail(cu, r, "cuDevicePrimaryCtxRetain", err, errlen);
+    *out = d;
+    return 0;
+}
+
+void tt__device_close(tt__device *d) {
+    const tt__cuda *cu;
+    if (!d || !d->ctx || tt__cuda_get(&cu, NULL, 0) < 0) return;
+    cu->DevicePrimaryCtxRelease(d->dev);
+    d->ctx = NULL;
+}
+
+int tt__device_limits_of(CUcontext ctx, tt__device_limits *out, char *err, size_t errlen) {
+    const tt__cuda *cu;
+    int rc = tt__cuda_get(&cu, err, errlen);
+    if (rc < 0) return rc;
+    CUresult r;
+    CUdevice dev;
+    if ((r = cu->CtxPushCurrent(ctx))) return tt__cuda_fail(cu, r, "cuCtxPushCurrent", err, errlen);
+    r = cu->CtxGetDevice(&dev);
+    CUcontext popped;
+    cu->CtxPopCurrent(&popped);
+    if (r) return tt__cuda_fail(cu, r, "cuCtxGetDevice", err, errlen);
+    return limits_of_device(cu, dev, out, err, errlen);
+}
+
+/* ---- modules ------------------------------------------------------------------- */
+
+int tt__kernel_load(CUcontext ctx, const tt__cubin *cubin, const tt__variant *v, tt__kernel **out,
+                    char *err, size_t errlen) {
+    const tt__cuda *cu;
+    int rc = tt__cuda_get(&cu, err, errlen);
+    if (rc < 0) return rc;
+    tt__kernel *k = calloc(1, sizeof *k);
+    if (!k) return tt__fail(TT_ERR_NOMEM, err, errlen, "out of memory");
+    k->ctx = ctx;
+    k->variant = *v;
+    k->report = cubin->report;
+    k->smem = TT_SDPA_SMEM_BYTES(v->config.block_m, v->config.block_n, v->head_dim, v->config.stages,
+                                 v->config.layout);
+    k->threads = v->config.warps * 32;
+    CUresult r;
+    CUcontext popped;
+    if ((r = cu->CtxPushCurrent(ctx))) {
+        free(k);
+        return tt__cuda_fail(cu, r, "cuCtxPushCurrent", err, errlen);
+    }
+    if ((r = cu->ModuleLoadData(&k->module, cubin->data))) {
+        rc = tt__cuda_fail(cu, r, "cuModuleLoadData", err, errlen);
+        goto fail;
+    }
+    if ((r = cu->ModuleGetFunction(&k->fn, k->module, TT_SDPA_ENTRY))) {
+        rc = tt__cuda_fail(cu, r, "cuModuleGetFunction(" TT_SDPA_ENTRY ")", err, errlen);
+        goto fail;
+    }
+    /* Above 48 KB a CTA gets dynamic shared memory only after opting in. */
+    if ((r = cu->FuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->smem))) {
+        rc = tt__cuda_fail(cu, r, "cuFuncSetAttribute(max dynamic shared memory)", err, errlen);
+        goto fail;
+    }
+    cu->CtxPopCurrent(&popped);
+    *out = k;
+    return 0;
+fail:
+    if (k->module) cu->ModuleUnload(k->module);
+    cu->CtxPopCurrent(&popped);
+    free(k);
+    return rc;
+}
+
+void tt__kernel_unload(tt__kernel *k) {
+    const tt__cuda *cu;
+    if (!k) return;
+    if (tt__cuda_get(&cu, NULL, 0) == 0 && k->module && cu->CtxPushCurrent(k->ctx) == CUDA_SUCCESS) {
+        CUcontext popped;
+        cu->ModuleUnload(k->module);
+        cu->CtxPopCurrent(&popped);
+    }
+    free(k);
+}
+
+typedef struct cached_kernel {
+    struct cached_kernel *next;
+    CUcontext ctx;
+    char rev[TT_ID_MAX];
+    tt__variant variant;
+    tt__kernel *k;
+} cached_kernel;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static cached_kernel *cache_head;
+
+static tt__kernel *cache_find(CUcontext ctx, const char *rev, const tt__variant *v) {
+    for (cached_kernel *c = cache_head; c; c = c->next)
+        if (c->ctx == ctx && strcmp(c->rev, rev) == 0 && memcmp(&c->variant, v, sizeof *v) == 0)
+            return c->k;
+    return NULL;
+}
+
+int tt__kernel_get(CUcontext ctx, const tt__jit_opts *jo, const tt__variant *v,
+                   const tt__kernel **out, char *err, size_t errlen) {
+    const tt__source *src = jo ? jo->source : NULL;
+    int rc;
+    if (!src && (rc = tt__source_default(&src, err, errlen)) < 0) return rc;
+    /* compare variants bytewise: padding and reserved knobs zeroed */
+    tt__variant key;
+    memset(&key, 0, sizeof key);
+    key.config = v->config;
+    memset(key.config.reserved, 0, sizeof key.config.reserved);
+    key.head_dim = v->head_dim;
+    key.dtype = v->dtype;
+    key.causal = v->causal;
+    key.arch = v->arch;
+    key.fault = v->fault;
+
+    pthread_mutex_lock(&cache_lock);
+    tt__kernel *k = cache_find(ctx, src->rev, &key);
+    pthread_mutex_unlock(&cache_lock);
+    if (k) {
+        *out = k;
+        return 0;
+    }
+    /* Compile and load outside the lock: a compile takes up to seconds and
+     * other variants must not wait for it. Two threads that race on one
+     * variant both load it; the loser unloads its copy. */
+    tt__jit_opts o = jo ? *jo : (tt__jit_opts){0};
+    o.source = src;
+    tt__cubin *cubin = NULL;
+    if ((rc = tt__jit_compile(&o, &key, &cubin, err, errlen)) < 0) return rc;
+    rc = tt__kernel_load(ctx, cubin, &key, &k, err, errlen);
+    tt__cubin_free(cubin);
+    if (rc < 0) return rc;
+    cached_kernel *node = calloc(1, sizeof *node);
+    if (!node) {
+        tt__kernel_unload(k);
+        return tt__fail(TT_ERR_NOMEM, err, errlen, "out of memory");
+    }
+    pthread_mutex_lock(&cache_lock);
+    tt__kernel *other = cache_find(ctx, src->rev, &key);
+    if (!other) {
+        node->ctx = ctx;
+        memcpy(node->rev, src->rev, sizeof node->rev);
+        node->variant = key;
+        node->k = k;
+        node->next = cache_head;
+        cache_head = node;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (other) {
+        free(node);
+        tt__kernel_unload(k);
+        k = other;
+    }
+    *out = k;
+    return 0;
+}
+
+/* ---- arguments -------------------------------------------------------------------- */
+
+static int check_strides(const char *name, const int64_t s[3], char *err, size_t errlen) {
+    static const char *const dim[3] = {"batch", "head", "row"};
+    for (int i = 0; i < 3; i++) {
+        if (s[i] < 0)
+            return tt__fail(TT_ERR_INVAL, err, errlen, "%s %s stride %lld is negative", name, dim[i],
+                            (long long)s[i]);
+        /* 16-byte cp.async of every row needs each row to start 16-byte
+         * aligned: 8 two-byte elements */
+        if (s[i] % 8 != 0)
+            return tt__fail(TT_ERR_INVAL, err, errlen,
+                            "%s %s stride %lld is not a multiple of 8 elements (rows must start 16-byte aligned)",
+                            name, dim[i], (long long)s[i]);
+    }
+    return 0;
+}
+
+int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *err, size_t errlen) {
+#define FAIL(code, ...) return tt__fail(code, err, errlen, __VA_ARGS__)
+    if (!a) FAIL(TT_ERR_INVAL, "no arguments");
+    if (a->reserved0) FAIL(TT_ERR_INVAL, "reserved fields must be zero");
+    for (size_t i = 0; i < sizeof a->reserved / sizeof a->reserved[0]; i++)
+        if (a->reserved[i]) FAIL(TT_ERR_INVAL, "reserved fields must be zero");
+    const struct {
+        const char *name;
+        const void *ptr;
+    } ptrs[4] = {{"q", a->q}, {"k", a->k}, {"v", a->v}, {"o", a->o}};
+    for (int i = 0; i < 4; i++) {
+        if (!ptrs[i].ptr) FAIL(TT_ERR_INVAL, "%s is NULL", ptrs[i].name);
+        if ((uintptr_t)ptrs[i].ptr % 16 != 0)
+            FAIL(TT_ERR_INVAL, "%s is not 16-byte aligned", ptrs[i].name);
+    }
+    if (a->lse && (uintptr_t)a->lse % 4 != 0) FAIL(TT_ERR_INVAL, "lse is not 4-byte aligned");
+    if (!tt__dtype_name((tt_dtype)a->dtype))
+        FAIL(TT_ERR_UNSUPPORTED, "dtype %d is not fp16 (%d) or bf16 (%d)", (int)a->dtype,
+             TT_DTYPE_FP16, TT_DTYPE_BF16);
+    if (a->head_dim > INT32_MAX || !tt__head_dim_supported((int32_t)a->head_dim))
+        FAIL(TT_ERR_UNSUPPORTED, "head_dim %lld is not supported (32, 64, 96, 128 or 256)",
+             (long long)a->head_dim);
+    const struct {
+        const char *name;
+        int64_t v, max;
+    } sizes[5] = {{"batch", a->batch, GRID_YZ_MAX},
+                  {"heads_q", a->heads_q, GRID_YZ_MAX},
+                  {"heads_kv", a->heads_kv, GRID_YZ_MAX},
+                  {"seqlen_q", a->seqlen_q, INT32_MAX},
+                  {"seqlen_k", a->seqlen_k, INT32_MAX}};
+    for (int i = 0; i < 5; i++) {
+        if (sizes[i].v < 1) FAIL(TT_ERR_INVAL, "%s is %lld, must be >= 1", sizes[i].name, (long long)sizes[i].v);
+        if (sizes[i].v > sizes[i].max)
+            FAIL(TT_ERR_RANGE, "%s %lld is over the limit %lld", sizes[i].name, (long long)sizes[i].v,
+                 (long long)sizes[i].max);
+    }
+    if (a->heads_q % a->heads_kv != 0)
+        FAIL(TT_ERR_INVAL, "heads_q %lld is not a multiple of heads_kv %lld", (long long)a->heads_q,
+             (long long)a->heads_kv);
+    if (a->causal != 0 && a->causal != 1) FAIL(TT_ERR_INVAL, "causal is %d, must be 0 or 1", (int)a->causal);
+    if (!isfinite(a->scale)) FAIL(TT_ERR_INVAL, "scale is not finite");
+    int rc;
+    if ((rc = check_strides("q", a->q_stride, err, errlen)) < 0 ||
+        (rc = check_strides("k", a->k_stride, err, errlen)) < 0 ||
+        (rc = check_strides("v", a->v_stride, err, errlen)) < 0 ||
+        (rc = check_strides("o", a->o_stride, err, errlen)) < 0)
+        return rc;
+    if (a->o_stride[2] < a->head_dim) FAIL(TT_ERR_INVAL, "o row stride %lld is less than head_dim: output rows overlap", (long long)a->o_stride[2]);
+    if (a->lse_stride[0] < 0 || a->lse_stride[1] < 0) FAIL(TT_ERR_INVAL, "lse strides are negative");
+    if (a->config) {
+        char msg[200];
+        if ((rc = tt__variant_check(a->config, (int32_t)a->head_dim, NULL, msg, sizeof msg)) < 0)
+            FAIL(rc, "config invalid for head_dim %lld: %s", (long long)a->head_dim, msg);
+    }
+#undef FAIL
+    tt_sdpa_params P;
+    memset(&P, 0, sizeof P);
+    P.q = a->q;
+    P.k = a->k;
+    P.v = a->v;
+    P.o = a->o;
+    P.lse = a->lse;
+    P.q_batch_stride = a->q_stride[0], P.q_head_stride = a->q_stride[1], P.q_row_stride = a->q_stride[2];
+    P.k_batch_stride = a->k_stride[0], P.k_head_stride = a->k_stride[1], P.k_row_stride = a->k_stride[2];
+    P.v_batch_stride = a->v_stride[0], P.v_head_stride = a->v_stride[1], P.v_row_stride = a->v_stride[2];
+    P.o_batch_stride = a->o_stride[0], P.o_head_stride = a->o_stride[1], P.o_row_stride = a->o_stride[2];
+    if (a->lse_stride[0] == 0 && a->lse_stride[1] == 0) {
+        P.lse_batch_stride = a->heads_q * a->seqlen_q;
+        P.lse_head_stride = a->seqlen_q;
+    } else {
+        P.lse_batch_stride = a->lse_stride[0];
+        P.lse_head_stride = a->lse_stride[1];
+    }
+    P.batch = (int)a->batch;
+    P.heads_q = (int)a->heads_q;
+    P.heads_kv = (int)a->heads_kv;
+    P.seqlen_q = (int)a->seqlen_q;
+    P.seqlen_k = (int)a->seqlen_k;
+    P.scale = a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->head_dim));
+    P.scale_log2 = (float)((double)P.scale * 1.4426950408889634);
+    *p = P;
+    return 0;
+}
+
+int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream stream, char *err,
+                      size_t errlen) {
+    const tt__cuda *cu;
+    int rc = tt__cuda_get(&cu, err, errlen);
+    if (rc < 0) return rc;
+    unsigned gx = (unsigned)((p->seqlen_q + k->variant.config.block_m - 1) / k->variant.config.block_m);
+    void *params[1] = {(void *)p};
+    CUresult r;
+    CUcontext popped;
+    if ((r = cu->CtxPushCurrent(k->ctx))) return tt__cuda_fail(cu, r, "cuCtxPushCurrent", err, errlen);
+    r = cu->LaunchKernel(k->fn, gx, (unsigned)p->heads_q, (unsigned)p->batch, (unsigned)k->threads, 1, 1,
+                         (unsigned)k->smem, stream, params, NULL);
+    cu->CtxPopCurrent(&popped);
+    if (r) return tt__cuda_fail(cu, r, "cuLaunchKernel", err, errlen);
+    return 0;
+}
+
+/* ---- tt_sdpa_fwd ---------------------------------------------------------------------- */
+
+/* The context to launch in for memory on device `ordinal`: the calling
+ * thread's current context when it is on that device (an application with
+ * its own context), else the device's primary context (PyTorch and the
+ * runtime API use it), retained once and kept for the process's life. */
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext primary_ctx[MAX_DEVICES];
+static tt__device_limits primary_limits[MAX_DEVICES];
+
+static int context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__device_limits *lim,
+                       char *err, size_t errlen) {
+    if (ordinal < 0 || ordinal >= MAX_DEVICES || ordinal >= cu->device_count)
+        return tt__fail(TT_ERR_NOGPU, err, errlen, "device %d is out of range", ordinal);
+    CUdevice dev;
+    CUresult r;
+    if ((r = cu->DeviceGet(&dev, ordinal))) return tt__cuda_fail(cu, r, "cuDeviceGet", err, errlen);
+    CUcontext cur = NULL;
+    CUdevice cur_dev;
+    int rc = 0;
+    pthread_mutex_lock(&primary_lock);
+    if (!primary_ctx[ordinal]) {
+        if ((rc = limits_of_device(cu, dev, &primary_limits[ordinal], err, errlen)) == 0 &&
+            (r = cu->DevicePrimaryCtxRetain(&primary_ctx[ordinal], dev)))
+            rc = tt__cuda_fail(cu, r, "cuDevicePrimaryCtxRetain", err, errlen);
+    }
+    *ctx = primary_ctx[ordinal];
+    *lim = primary_limits[ordinal];
+    pthread_mutex_unlock(&primary_lock);
+    if (rc < 0) return rc;
+    if (cu->CtxGetCurrent(&cur) == CUDA_SUCCESS && cur && cu->CtxGetDevice(&cur_dev) == CUDA_SUCCESS &&
+        cur_dev == dev)
+        *ctx = cur;
+    return 0;
+}
+
+static int device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr, int *ordinal,
+                             char *err, size_t errlen) {
+    int ord = -1;
+    CUresult r = cu->PointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(uintptr_t)ptr);
+    if (r != CUDA_SUCCESS || ord < 0)
+        return tt__fail(TT_ERR_INVAL, err, errlen, "%s is not CUDA device memory", name);
+    *ordinal = ord;
+    return 0;
+}
+
+/* One client for the whole process: its cache makes a repeated lookup cost
+ * no round trip. A client that cannot be opened means: built-in defaults. */
+static pthread_once_t client_once = PTHREAD_ONCE_INIT;
+static tt_client *process_client;
+
+static void client_open_once(void) {
+    if (tt_client_open(NULL, 50, &process_client) < 0) process_client = NULL;
+}
+
+static int choose_config(const tt_sdpa_args *a, const tt__device_limits *lim, tt_config *out,
+                         char *err, size_t errlen) {
+    char msg[200];
+    int rc;
+    if (a->config) {
+        if ((rc = tt__variant_check(a->config, (int32_t)a->head_dim, lim, msg, sizeof msg)) < 0)
+            return tt__fail(rc, err, errlen, "config invalid on this device (sm_%d): %s", (int)lim->arch, msg);
+        *out = *a->config;
+        return 0;
+    }
+    tt_key key;
+    memset(&key, 0, sizeof key);
+    key.dtype = (tt_dtype)a->dtype;
+    key.head_dim = (int32_t)a->head_dim;
+    key.causal = a->causal;
+    key.seqlen_q = a->seqlen_q;
+    key.seqlen_k = a->seqlen_k;
+    if ((rc = tt_kernel_revision(key.rev)) < 0) return tt__fail(rc, err, errlen, "kernel source unavailable");
+    pthread_once(&client_once, client_open_once);
+    tt_lookup_result res;
+    /* The daemon tunes on the same GPU model; a record from another model
+     * or an older schedule may not fit this device: then the default. */
+    if (process_client && key.seqlen_q <= TT_SEQLEN_MAX && key.seqlen_k <= TT_SEQLEN_MAX &&
+        tt_lookup(process_client, &key, &res) >= 0 &&
+        tt__variant_check(&res.config, key.head_dim, lim, NULL, 0) == 0) {
+        *out = res.config;
+        return 0;
+    }
+    tt_config c;
+    if (tt_config_default(&key, &c) == 0 && tt__variant_check(&c, key.head_dim, lim, NULL, 0) == 0) {
+        *out = c;
+        return 0;
+    }
+    /* a device with less shared memory than the default needs (sm_86's
+     * 99 KB at head_dim 256): the first schedule of the space that fits */
+    tt__space_entry *e = NULL;
+    size_t n = 0;
+    if ((rc = tt__space_enumerate(&key, lim, 0, NULL, 1, &e, &n, err, errlen)) < 0) return rc;
+    if (n == 0) {
+        free(e);
+        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
+                        "no schedule of head_dim %d fits this device's %d bytes of shared memory",
+                        (int)key.head_dim, (int)lim->smem_optin);
+    }
+    *out = e[0].variant.config;
+    free(e);
+    return 0;
+}
+
+int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {
+    tt_sdpa_params p;
+    int rc = tt__sdpa_params_from_args(a, &p, err, errlen);
+    if (rc < 0) return rc;
+    const tt__cuda *cu;
+    if ((rc = tt__cuda_get(&cu, err, errlen)) < 0) return rc;
+    int ord, other;
+    if ((rc = device_of_pointer(cu, "q", a->q, &ord, err, errlen)) < 0) return rc;
+    const struct {
+        const char *name;
+        const void *ptr;
+    } more[4] = {{"k", a->k}, {"v", a->v}, {"o", a->o}, {"lse", a->lse}};
+    for (int i = 0; i < 4; i++) {
+        if (!more[i].ptr) continue;
+        if ((rc = device_of_pointer(cu, more[i].name, more[i].ptr, &other, err, errlen)) < 0) return rc;
+        if (other != ord)
+            return tt__fail(TT_ERR_INVAL, err, errlen, "%s is on device %d, q on device %d", more[i].name,
+                            other, ord);
+    }
+    CUcontext ctx;
+    tt__device_limits lim;
+    if ((rc = context_for(cu, ord, &ctx, &lim, err, errlen)) < 0) return rc;
+    tt__variant v;
+    memset(&v, 0, sizeof v);
+    if ((rc = choose_config(a, &lim, &v.config, err, errlen)) < 0) return rc;
+    v.head_dim = (int32_t)a->head_dim;
+    v.dtype = (tt_dtype)a->dtype;
+    v.causal = a->causal;
+    v.arch = lim.arch;
+    const tt__kernel *k;
+    if ((rc = tt__kernel_get(ctx, NULL, &v, &k, err, errlen)) < 0) return rc;
+    if ((long)k->report.static_smem + k->smem > lim.smem_optin)
+        return tt__fail(TT_ERR_RANGE, err, errlen, "variant needs %ld bytes of shared memory, the device allows %d",
+                        (long)k->report.static_smem + k->smem, (int)lim.smem_optin);
+    return tt__kernel_launch(k, &p, (CUstream)a->stream, err, errlen);
+}
+
+int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap, size_t *count,
+                     char *err, size_t errlen) {
+    if (!key || !count || (cap && !out)) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
+    const tt__cuda *cu;
+    int rc = tt__cuda_get(&cu, err, errlen);
+    if (rc < 0) return rc;
+    CUcontext ctx;
+    tt__device_limits lim;
+    if ((rc = context_for(cu, device, &ctx, &lim, err, errlen)) < 0) return rc;
+    tt__space_entry *e = NULL;
+    size_t n = 0;
+    if ((rc = tt__space_enumerate(key, &lim, TT_SPACE_COMPILE, NULL, 0, &e, &n, err, errlen)) < 0) return rc;
+    for (size_t i = 0; i < n && i < cap; i++) out[i] = e[i].variant.config;
+    free(e);
+    *count = n;
+    return 0;
+}

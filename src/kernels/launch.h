@@ -1,0 +1,83 @@
+/*
+ * Loading and launching compiled variants; the internal API of tt_sdpa_fwd
+ * and of the tuner's measurement worker (issue 4).
+ *
+ * A worker's loop, per key:
+ *   tt__device_open(ordinal, &dev)                     once per process
+ *   tt__space_enumerate(&key, &dev.limits, ...)         the candidates
+ *   tt__jit_compile(...) on CPU threads                 cubins + reports
+ *   tt__kernel_load(dev.ctx, cubin, &variant, &k)       per candidate
+ *   tt__sdpa_params_from_args(&args, &p, ...)           its own buffers
+ *   tt__kernel_launch(k, &p, stream, ...)               timed with events
+ *   tt__kernel_unload(k)
+ * The reference: the same calls with jit opts {.source = tt__source_reference()}
+ * and the config tt__reference_config() (source.h).
+ */
+#ifndef TT_KERNELS_LAUNCH_H
+#define TT_KERNELS_LAUNCH_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+#include "jit.h"
+#include "sdpa_params.h"
+#include "tiletune.h"
+#include "variants.h"
+
+typedef struct tt__device {
+    int ordinal;
+    CUdevice dev;
+    CUcontext ctx; /* the primary context, retained by tt__device_open */
+    tt__device_limits limits;
+    char name[128];
+} tt__device;
+
+/* Retains device `ordinal`'s primary context and reads its limits. */
+int tt__device_open(int ordinal, tt__device *out, char *err, size_t errlen);
+/* Releases the primary context; NULL is a no-op. */
+void tt__device_close(tt__device *d);
+/* The limits of the device that owns context `ctx`. */
+int tt__device_limits_of(CUcontext ctx, tt__device_limits *out, char *err, size_t errlen);
+
+/* A variant loaded into one context. */
+typedef struct tt__kernel {
+    CUcontext ctx;
+    CUmodule module;
+    CUfunction fn;
+    tt__variant variant;
+    tt__report report;
+    int smem;    /* dynamic shared memory per CTA, bytes */
+    int threads; /* per CTA */
+} tt__kernel;
+
+/* Loads `cubin` (compiled for `v`) into `ctx` and raises the function's
+ * dynamic shared-memory limit. The caller owns *out (tt__kernel_unload). */
+int tt__kernel_load(CUcontext ctx, const tt__cubin *cubin, const tt__variant *v, tt__kernel **out,
+                    char *err, size_t errlen);
+/* Unloads the module (pushing its context); NULL is a no-op. */
+void tt__kernel_unload(tt__kernel *k);
+
+/*
+ * The process-wide module cache of tt_sdpa_fwd: the variant compiled with
+ * `jo` (NULL: the default source and cache dir) and loaded into `ctx`, once
+ * per (context, source revision, variant). The kernel belongs to the cache
+ * and lives until exit. Thread-safe; compiles run outside its lock.
+ */
+int tt__kernel_get(CUcontext ctx, const tt__jit_opts *jo, const tt__variant *v,
+                   const tt__kernel **out, char *err, size_t errlen);
+
+/*
+ * Checks `a` (everything that needs no GPU: pointers, alignment, sizes,
+ * strides, dtype, head_dim, reserved fields, the config's shape rules) and
+ * fills the kernel's parameters. TT_ERR_INVAL / TT_ERR_UNSUPPORTED /
+ * TT_ERR_RANGE with a message.
+ */
+int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *err, size_t errlen);
+
+/* Launches `k` on `stream` in k's context (pushed for the call). The
+ * params' head dim, dtype and causal flag must be the ones k was compiled
+ * for: the caller made both from the same arguments. */
+int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream stream, char *err,
+                      size_t errlen);
+
+#endif

@@ -1,0 +1,76 @@
+/*
+ * The variant space of the `mma` family: one table of knob values (in
+ * variants.c) and one function that enumerates the variants valid for a
+ * key on a device.
+ *
+ * Valid means: a block shape the kernel source accepts for the head dim
+ * (the same rules as the source's static_asserts, so an illegal shape is
+ * pruned here rather than discovered by a compile error), dynamic plus
+ * static shared memory within the device's opt-in limit, and, once
+ * compiled, no register spills in ptxas' report. docs/kernels.md explains
+ * the table and its size per head dim.
+ */
+#ifndef TT_KERNELS_VARIANTS_H
+#define TT_KERNELS_VARIANTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "jit.h"
+#include "tiletune.h"
+
+typedef struct tt__device_limits {
+    int32_t arch;       /* compute capability major*10 + minor */
+    int32_t smem_optin; /* bytes of shared memory a CTA may opt in to */
+    int32_t sm_count;   /* 0 if unknown */
+} tt__device_limits;
+
+/* The nominal limits of an arch (CUDA guide: sm_80 163 KB, sm_86/87/89
+ * 99 KB, sm_90 227 KB), for compiling the space without a device. */
+int tt__device_limits_nominal(int32_t arch, tt__device_limits *out);
+
+/*
+ * 0 if `cfg` is a schedule the kernel source supports for `head_dim` and
+ * that fits `dev` (NULL: shape rules only). Else TT_ERR_INVAL (illegal
+ * shape) or TT_ERR_RANGE (over a device limit) with a message.
+ */
+int tt__variant_check(const tt_config *cfg, int32_t head_dim, const tt__device_limits *dev,
+                      char *err, size_t errlen);
+
+typedef enum tt__variant_status {
+    TT_VARIANT_OK = 0,
+    TT_VARIANT_UNCHECKED = 1,     /* not compiled (no TT_SPACE_COMPILE) */
+    TT_VARIANT_COMPILE_ERROR = 2, /* NVRTC rejected it */
+    TT_VARIANT_SPILLS = 3,        /* ptxas spilled registers */
+    TT_VARIANT_SMEM = 4,          /* static + dynamic smem over the limit */
+} tt__variant_status;
+
+typedef struct tt__space_entry {
+    tt__variant variant;
+    tt__variant_status status;
+    tt__report report; /* valid once compiled */
+    char error[256];   /* the compile error's start, if any */
+} tt__space_entry;
+
+enum {
+    TT_SPACE_COMPILE = 1u << 0,      /* compile every candidate, drop spills and errors */
+    TT_SPACE_KEEP_INVALID = 1u << 1, /* keep dropped entries, marked by status */
+};
+
+/*
+ * Enumerates the space for `key` (dtype, head_dim, causal, seqlen_q,
+ * seqlen_k; seqlen 0 = no seqlen pruning) on `dev`, in table order. With
+ * TT_SPACE_COMPILE every candidate is compiled for dev->arch on `threads`
+ * threads (<= 0: one per online CPU) through the cubin cache (`jo` may be
+ * NULL) and the invalid ones are dropped unless TT_SPACE_KEEP_INVALID.
+ * *out is malloc'ed (free()), *n its length.
+ */
+int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigned flags,
+                        const tt__jit_opts *jo, int threads, tt__space_entry **out, size_t *n,
+                        char *err, size_t errlen);
+
+/* Runs fn(i, ctx) for i in [0, n) on `threads` threads (<= 0: online CPUs);
+ * used for compiling a list of variants in parallel. */
+void tt__parallel_for(size_t n, int threads, void (*fn)(size_t i, void *ctx), void *ctx);
+
+#endif

@@ -1,0 +1,147 @@
+/* The variant space without compiling: the shape rules (sdpa_mma.cu's
+ * #errors, mirrored), device limits, seqlen pruning, the table's size. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sdpa_params.h"
+#include "tt_test.h"
+#include "variants.h"
+
+static tt_config cfg(int bm, int bn, int w, int st, int layout, int qr) {
+    tt_config c;
+    memset(&c, 0, sizeof c);
+    c.family = TT_FAMILY_MMA;
+    c.block_m = bm;
+    c.block_n = bn;
+    c.warps = w;
+    c.stages = st;
+    c.layout = layout;
+    c.q_in_regs = qr;
+    return c;
+}
+
+TEST(nominal_limits) {
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(90, &d));
+    ASSERT_EQ(d.smem_optin, 227 * 1024);
+    ASSERT_OK(tt__device_limits_nominal(80, &d));
+    ASSERT_EQ(d.smem_optin, 163 * 1024);
+    ASSERT_OK(tt__device_limits_nominal(86, &d));
+    ASSERT_EQ(d.smem_optin, 99 * 1024);
+    ASSERT_EQ(tt__device_limits_nominal(75, &d), TT_ERR_UNSUPPORTED);
+}
+
+TEST(shape_rules) {
+    char err[256];
+    tt_config c = cfg(128, 64, 4, 2, 1, 0);
+    ASSERT_OK(tt__variant_check(&c, 128, NULL, err, sizeof err));
+    c = cfg(64, 64, 8, 2, 1, 0); /* 8 rows per warp */
+    ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "16 or 32 rows per warp");
+    c = cfg(256, 64, 4, 2, 1, 0); /* 64 rows per warp */
+    ASSERT_EQ(tt__variant_check(&c, 64, NULL, err, sizeof err), TT_ERR_INVAL);
+    c = cfg(128, 24, 4, 2, 1, 0);
+    ASSERT_EQ(tt__variant_check(&c, 64, NULL, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "block_n=24");
+    c = cfg(128, 128, 4, 1, 1, 0); /* 2 m tiles x (128 + 256) / 2 = 384 > 256 */
+    ASSERT_EQ(tt__variant_check(&c, 256, NULL, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "255 registers");
+    c = cfg(128, 128, 4, 1, 1, 1); /* 2 x 256 / 2 + 2 x 128 / 4 = 320 */
+    ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
+    c = cfg(128, 64, 4, 1, 1, 1); /* 192 + 64 = 256: legal, ptxas decides */
+    ASSERT_OK(tt__variant_check(&c, 128, NULL, err, sizeof err));
+    c = cfg(128, 64, 4, 1, 1, 0);
+    c.family = 1;
+    ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
+    c = cfg(128, 64, 4, 1, 1, 0);
+    ASSERT_EQ(tt__variant_check(&c, 80, NULL, err, sizeof err), TT_ERR_UNSUPPORTED);
+}
+
+TEST(shared_memory_limit) {
+    tt__device_limits h100, a100, ada;
+    ASSERT_OK(tt__device_limits_nominal(90, &h100));
+    ASSERT_OK(tt__device_limits_nominal(80, &a100));
+    ASSERT_OK(tt__device_limits_nominal(89, &ada));
+    /* d256, 64 x 128, 2 stages, swizzle: 2*256*(64 + 4*128) = 294912 B */
+    tt_config c = cfg(64, 128, 4, 2, 1, 0);
+    char err[256];
+    ASSERT_EQ(tt__variant_check(&c, 256, &h100, err, sizeof err), TT_ERR_RANGE);
+    ASSERT_CONTAINS(err, "294912");
+    /* d256, 64 x 64, 2 stages: 163840 B: fits sm_90 and sm_80, not sm_89 */
+    c = cfg(64, 64, 4, 2, 1, 0);
+    ASSERT_OK(tt__variant_check(&c, 256, &h100, err, sizeof err));
+    ASSERT_OK(tt__variant_check(&c, 256, &a100, err, sizeof err));
+    ASSERT_EQ(tt__variant_check(&c, 256, &ada, err, sizeof err), TT_ERR_RANGE);
+}
+
+static size_t space_size(int hd, int arch, int64_t seqlen_k) {
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(arch, &d));
+    tt_key k;
+    memset(&k, 0, sizeof k);
+    k.head_dim = hd;
+    k.dtype = TT_DTYPE_BF16;
+    k.seqlen_q = seqlen_k;
+    k.seqlen_k = seqlen_k;
+    tt__space_entry *e = NULL;
+    size_t n = 0;
+    ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_EQ(e[i].status, TT_VARIANT_UNCHECKED);
+        ASSERT_OK(tt__variant_check(&e[i].variant.config, hd, &d, NULL, 0));
+        ASSERT_EQ(e[i].variant.arch, arch);
+        ASSERT_EQ(e[i].variant.head_dim, hd);
+    }
+    free(e);
+    return n;
+}
+
+TEST(space_is_tens_per_head_dim) {
+    int hds[5] = {32, 64, 96, 128, 256};
+    for (int i = 0; i < 5; i++) {
+        size_t n90 = space_size(hds[i], 90, 0), n80 = space_size(hds[i], 80, 0);
+        printf("d%d: %zu variants on sm_90, %zu on sm_80\n", hds[i], n90, n80);
+        ASSERT(n90 >= 8 && n90 <= 80);
+        ASSERT(n80 <= n90);
+    }
+    ASSERT(space_size(256, 86, 0) < space_size(256, 80, 0));
+}
+
+TEST(short_keys_prune_stages) {
+    /* one K/V tile: a second stage has nothing to prefetch */
+    size_t full = space_size(64, 90, 0), one = space_size(64, 90, 1);
+    ASSERT(one < full);
+    tt__device_limits d;
+    tt__device_limits_nominal(90, &d);
+    tt_key k = {.head_dim = 64, .dtype = TT_DTYPE_FP16, .seqlen_q = 1, .seqlen_k = 1};
+    tt__space_entry *e;
+    size_t n;
+    ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
+    for (size_t i = 0; i < n; i++) ASSERT_EQ(e[i].variant.config.stages, 1);
+    free(e);
+}
+
+TEST(bad_keys) {
+    tt__device_limits d;
+    tt__device_limits_nominal(90, &d);
+    tt_key k = {.head_dim = 100, .dtype = TT_DTYPE_FP16};
+    tt__space_entry *e;
+    size_t n;
+    char err[128];
+    ASSERT_EQ(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, err, sizeof err), TT_ERR_UNSUPPORTED);
+    k.head_dim = 64;
+    k.dtype = (tt_dtype)5;
+    ASSERT_EQ(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, err, sizeof err), TT_ERR_UNSUPPORTED);
+}
+
+static void count_up(size_t i, void *ctx) { __atomic_fetch_add((int *)ctx + i, 1, __ATOMIC_SEQ_CST); }
+
+TEST(parallel_for_runs_each_index_once) {
+    int hits[1000];
+    memset(hits, 0, sizeof hits);
+    tt__parallel_for(1000, 4, count_up, hits);
+    for (int i = 0; i < 1000; i++) ASSERT_EQ(hits[i], 1);
+    tt__parallel_for(0, 4, count_up, hits);
+}
+
+TT_TEST_MAIN()
