@@ -5,6 +5,7 @@
 
 #include "buf.h"
 #include "handlers.h"
+#include "handlers_fleet.h"
 #include "log.h"
 #include "proto.h"
 
@@ -26,6 +27,7 @@ struct tt_conn {
     unsigned reading : 1, paused : 1, finishing : 1, lingering : 1, closing : 1, refused : 1,
         eof : 1;
     int handles;
+    tt_fleet_body *fleet_body; /* an IMPORT body in progress */
     char in[IN_CAP];
 };
 
@@ -43,6 +45,8 @@ static void start_reading(tt_conn *c);
 
 const tt_peer *tt_conn_peer(const tt_conn *c) { return &c->peer; }
 
+tt_fleet_body **tt_conn_fleet_body(tt_conn *c) { return &c->fleet_body; }
+
 int tt_conn_is_admin(tt_conn *c) {
     if (c->admin < 0) c->admin = tt_auth_is_admin(&c->d->auth, &c->peer);
     return c->admin;
@@ -59,6 +63,8 @@ static void on_handle_closed(uv_handle_t *h) {
 static void conn_close(tt_conn *c) {
     if (c->closing) return;
     c->closing = 1;
+    tt_fleet_body_free(c->fleet_body);
+    c->fleet_body = NULL;
     if (c->prev) c->prev->next = c->next;
     else c->d->conns = c->next;
     if (c->next) c->next->prev = c->prev;

@@ -33,5 +33,8 @@ void tt_conn_abort_all(tt_daemon *d);
 /* 1 if the peer may use changing verbs (asked once, then cached). */
 int tt_conn_is_admin(tt_conn *c);
 const tt_peer *tt_conn_peer(const tt_conn *c);
+/* The IMPORT whose body is arriving on `c` (handlers_fleet.c), or NULL;
+ * freed with the connection. */
+struct tt_fleet_body **tt_conn_fleet_body(tt_conn *c);
 
 #endif

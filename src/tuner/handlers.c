@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "handlers_fleet.h"
 #include "key.h"
 #include "log.h"
 #include "proto.h"
@@ -387,6 +388,7 @@ int tt_handle_line(tt_daemon *d, tt_conn *c, char *line, size_t len, tt_buf *out
         tt_handle_error(d, out, TT_ERRC_TOOLONG, "request line over %d bytes; closing", TT_LINE_MAX);
         return TT_HANDLE_CLOSE;
     }
+    if (*tt_conn_fleet_body(c)) return tt_handle_import_line(d, c, line, len, out);
     if (tt__proto_parse(line, len, &m, &perr) < 0) {
         d->stats.requests[TT_VERB_OTHER]++;
         tt_handle_error(d, out, TT_ERRC_PROTO, "%s", perr);
@@ -404,6 +406,8 @@ int tt_handle_line(tt_daemon *d, tt_conn *c, char *line, size_t len, tt_buf *out
     case TT_VERB_JOBS: h_jobs(d, &m, out); break;
     case TT_VERB_CANCEL: h_cancel(d, c, &m, out); break;
     case TT_VERB_FORGET: h_forget(d, c, &m, out); break;
+    case TT_VERB_IMPORT: return tt_handle_import(d, c, &m, out);
+    case TT_VERB_EXPORT: tt_handle_export(d, &m, out); break;
     default: tt_handle_error(d, out, TT_ERRC_VERB, "unknown verb '%.32s'", m.verb); break;
     }
     return TT_HANDLE_OK;

@@ -8,7 +8,8 @@ static const char *const verb_upper[] = {
 #undef X
 };
 static const char *const verb_lower[] = {"hello", "ping", "lookup", "status", "stats",
-                                         "tune",  "jobs", "cancel", "forget", "other"};
+                                         "tune",  "jobs", "cancel", "forget", "import",
+                                         "export", "other"};
 static const char *const errc_names[] = {
 #define X(e, s) s,
     TT_ERRCS(X)
