@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_fleet.h"
 #include "key.h"
 
 /* ---- keys ------------------------------------------------------------------ */
@@ -197,6 +198,7 @@ static const cli_opt tune_opts[] = {
     {"batch", "N", "batch size to measure with (default: the daemon's rule)", 0},
     {"heads", "N", "heads to measure with (default: the daemon's rule)", 0},
     {"gpu", "HEX", "GPU fingerprint (default: the daemon's GPU)", 0},
+    {"shard", "I/N", "only shard I of N of the grid, for a fleet (docs/fleet.md)", 0},
     {NULL}};
 
 /* A comma list whose items all pass `ok`; usage error otherwise. */
@@ -249,8 +251,8 @@ static int cmd_tune(cli *c) {
     char line[TT_LINE_MAX + 64];
     int n = snprintf(line, sizeof line, "TUNE dtype=%s hdim=%s causal=%s seqlen=%s", cli_opt_val(c, "dtype"),
                      cli_opt_val(c, "hdim"), cl, cli_opt_val(c, "seqlen"));
-    const char *extra[] = {"mode", "batch", "heads", "gpu"};
-    for (int i = 0; i < 4; i++)
+    const char *extra[] = {"mode", "batch", "heads", "gpu", "shard"};
+    for (int i = 0; i < 5; i++)
         if (cli_opt_val(c, extra[i]))
             n += snprintf(line + n, sizeof line - (size_t)n, " %s=%s", extra[i], cli_opt_val(c, extra[i]));
     if (n >= TT_LINE_MAX) return cli_usage(c, "the lists are too long for one request");
@@ -399,5 +401,6 @@ const cli_cmd cli_commands[] = {
     {"cancel", "JOB", "Cancel a queued or running job (admin)", NULL, cancel_opts, 1, 1, cmd_cancel},
     {"forget", "", "Delete the tuned winner of one key (admin); its measurements stay", NULL,
      forget_opts, 0, 0, cmd_forget},
+    CLI_FLEET_COMMANDS,
     {NULL},
 };

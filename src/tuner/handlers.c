@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "fleet_shard.h"
 #include "handlers_fleet.h"
 #include "key.h"
 #include "log.h"
@@ -207,7 +208,7 @@ static int parse_list(tt_daemon *d, const char *name, const char *s, int64_t min
 
 static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
     static const char *const allowed[] = {"dtype", "hdim", "causal", "seqlen", "seqlen_k",
-                                          "mode",  "batch", "heads", "gpu", NULL};
+                                          "mode",  "batch", "heads", "gpu", "shard", NULL};
     static const char *const required[] = {"dtype", "hdim", "seqlen", NULL};
     static const char *const numbers[] = {"batch", "heads", NULL};
     if (need_admin(d, c, "TUNE", out) < 0) return;
@@ -265,6 +266,12 @@ static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
         ERR(FIELD, "gpu must be a hex fingerprint");
         return;
     }
+    int shard_i = 1, shard_n = 1;
+    char serr[128];
+    if ((s = tt__msg_get(m, "shard")) && tt_shard_parse(s, &shard_i, &shard_n, serr, sizeof serr) < 0) {
+        ERR(RANGE, "%s", serr);
+        return;
+    }
     long long total = (long long)ndt * nhd * nca * nsq * (nsk ? nsk : 1);
     if (total > JOB_KEYS_MAX) {
         ERR(RANGE, "%lld keys in one job; at most %d", total, JOB_KEYS_MAX);
@@ -289,6 +296,11 @@ static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
                         k->seqlen_k = nsk ? sk[g] : sq[f];
                         if (gpu) snprintf(k->gpu, sizeof k->gpu, "%s", gpu);
                     }
+    if (shard_n > 1 && (n = (int)tt_shard_select(keys, (size_t)n, shard_i, shard_n)) == 0) {
+        free(keys);
+        ERR(RANGE, "shard %d/%d of this grid of %lld keys is empty", shard_i, shard_n, total);
+        return;
+    }
     int64_t id;
     tt_job_info info;
     int rc = tt_store_job_create(d->store, keys, n, mode, (int32_t)batch, (int32_t)heads, &id);

@@ -1,0 +1,574 @@
+/* tiletune export / import / diff: tuning tables for fleets (docs/fleet.md).
+ * The table format and its checks are src/tuner/fleet_record.c; the
+ * daemon merges (IMPORT) and reads the database (EXPORT). */
+#include "cli_fleet.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fleet_merge.h"
+#include "fleet_record.h"
+#include "hash.h"
+#include "key.h"
+
+/* An import may take a while to merge: the daemon answers after the
+ * whole transaction. */
+#define IMPORT_EXTRA_MS 120000
+
+/* ---- a growable byte buffer ------------------------------------------------ */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_line(sbuf *b, const char *s, int n) {
+    sb_add(b, s, (size_t)n);
+    sb_add(b, "\n", 1);
+}
+
+/* ---- output files ------------------------------------------------------------- */
+
+/* Writes `data` to `path` atomically: a temporary file in the same
+ * directory, fsync, rename over `path`, fsync of the directory. Readers
+ * (and a crash) see the old file or the whole new one, never a torn one. */
+static int write_atomic(const char *path, const char *data, size_t len) {
+    char tmp[4200], dirbuf[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
+        return cli_fail("%s: path too long", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) return cli_fail("cannot create a file next to %s: %s", path, strerror(errno));
+    mode_t um = umask(0);
+    umask(um);
+    int rc = fchmod(fd, 0666 & ~um);
+    for (size_t done = 0; rc == 0 && done < len;) {
+        ssize_t n = write(fd, data + done, len - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) rc = -1;
+        else done += (size_t)n;
+    }
+    if (rc == 0) rc = fsync(fd);
+    int e = errno;
+    if (close(fd) < 0 && rc == 0) rc = -1, e = errno;
+    if (rc == 0 && rename(tmp, path) < 0) rc = -1, e = errno;
+    if (rc < 0) {
+        unlink(tmp);
+        return cli_fail("cannot write %s: %s", path, strerror(e));
+    }
+    snprintf(dirbuf, sizeof dirbuf, "%s", path);
+    int dfd = open(dirname(dirbuf), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd); /* the rename itself survives a crash */
+        close(dfd);
+    }
+    return 0;
+}
+
+/* -o FILE (or "-o -" for stdout) from the positional arguments. */
+static int output_path(cli *c, const char **path) {
+    *path = NULL;
+    if (c->npos == 0) return 0;
+    if (c->npos != 2 || strcmp(c->pos[0], "-o") != 0)
+        return cli_usage(c, "export takes -o FILE, not '%s'", c->pos[0]);
+    if (strcmp(c->pos[1], "-") != 0) *path = c->pos[1];
+    return 0;
+}
+
+static int emit(const char *path, const sbuf *b) {
+    if (b->oom) return cli_fail("out of memory");
+    if (path) return write_atomic(path, b->p ? b->p : "", b->len);
+    if (b->len && fwrite(b->p, 1, b->len, stdout) != b->len) return cli_fail("cannot write: %s", strerror(errno));
+    return 0;
+}
+
+/* ---- tables in memory ------------------------------------------------------------ */
+
+typedef struct table {
+    tt_fleet_rec *r;
+    int64_t *no; /* the record number of r[i] in its file (or export) */
+    size_t n, cap;
+} table;
+
+static int table_add(table *t, const tt_fleet_rec *r, int64_t no) {
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        tt_fleet_rec *p = realloc(t->r, cap * sizeof *p);
+        if (!p) return -1;
+        t->r = p;
+        int64_t *q = realloc(t->no, cap * sizeof *q);
+        if (!q) return -1;
+        t->no = q;
+        t->cap = cap;
+    }
+    t->no[t->n] = no;
+    t->r[t->n++] = *r;
+    return 0;
+}
+
+static void table_free(table *t) {
+    free(t->r);
+    free(t->no);
+}
+
+/* The daemon's table through EXPORT; every line is checked like a file's. */
+static int fetch_live(cli *c, const char *fields, int best_only, table *t) {
+    char line[512];
+    snprintf(line, sizeof line, "EXPORT%s", fields);
+    tt__reply r;
+    if (cli_request(c, line, &r)) return CLI_FAIL;
+    int rc = 0;
+    int64_t now = (int64_t)time(NULL);
+    for (int i = 0; !rc && i < r.nbody; i++) {
+        tt_fleet_rec rec;
+        char err[512];
+        if (tt_fleet_rec_parse(r.body[i], strlen(r.body[i]), NULL, now, &rec, err, sizeof err) < 0)
+            rc = cli_fail("the daemon exported a bad record %d: %s", i + 1, err);
+        else if ((!best_only || rec.kind == TT_FLEET_BEST) && table_add(t, &rec, i + 1) < 0)
+            rc = cli_fail("out of memory");
+    }
+    tt__reply_free(&r);
+    return rc;
+}
+
+/* Reading a file: good records into the table, bad ones reported. */
+typedef struct file_ctx {
+    const char *path;
+    table *t;
+    int best_only;
+    int64_t bad, history;
+    int quiet;
+} file_ctx;
+
+static int on_file_line(void *ud, int what, int64_t no, const tt_fleet_rec *rec, const char *why) {
+    file_ctx *x = ud;
+    if (what == TT_FLEET_LINE_BAD) {
+        x->bad++;
+        if (!x->quiet) fprintf(stderr, "%s: record %lld: %s\n", x->path, (long long)no, why);
+    } else if (what == TT_FLEET_LINE_RECORD) {
+        if (rec->kind != TT_FLEET_BEST) x->history++;
+        if ((!x->best_only || rec->kind == TT_FLEET_BEST) && table_add(x->t, rec, no) < 0) return TT_ERR_NOMEM;
+    }
+    return 0;
+}
+
+/* Reads a table file in bounded memory per line; a damaged file fails
+ * whole (CLI_FAIL with the reason). */
+static int read_file(const char *path, int best_only, table *t, file_ctx *x) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!f) return cli_fail("cannot open %s: %s", path, strerror(errno));
+    tt_fleet_reader r;
+    tt_fleet_reader_init(&r, NULL, (int64_t)time(NULL));
+    memset(x, 0, sizeof *x);
+    x->path = path;
+    x->t = t;
+    x->best_only = best_only;
+    char err[512];
+    int rc = tt_fleet_read_stream(f, &r, on_file_line, x, err, sizeof err);
+    if (f != stdin) fclose(f);
+    if (rc == TT_ERR_NOMEM) return cli_fail("out of memory reading %s", path);
+    if (rc < 0) return cli_fail("%s: %s; nothing imported or compared", path, err);
+    return 0;
+}
+
+/* ---- export ---------------------------------------------------------------------- */
+
+const cli_opt cli_export_opts[] = {
+    {"format", "F", "json (default), csv or sqlite", 0},
+    {"gpu", "HEX", "only this GPU model's records", 0},
+    {"rev", "HEX", "only this kernel revision's records", 0},
+    {"all-measurements", NULL, "every measurement too, not only the winners (json, csv)", 0},
+    {"shard", "I/N", "label the table as shard I of N (what 'tune --shard' tuned here)", 0},
+    {NULL}};
+
+static int b64_val(int ch) {
+    if (ch >= 'A' && ch <= 'Z') return ch - 'A';
+    if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9') return ch - '0' + 52;
+    if (ch == '+') return 62;
+    if (ch == '/') return 63;
+    return -1;
+}
+
+/* Appends the bytes of a base64 line; -1 if it is not base64. */
+static int b64_decode(const char *s, sbuf *out) {
+    size_t n = strlen(s);
+    if (n % 4) return -1;
+    for (size_t i = 0; i < n; i += 4) {
+        int v[4], pad = 0;
+        for (int k = 0; k < 4; k++) {
+            if (s[i + k] == '=' && i + 4 == n && k >= 2) {
+                v[k] = 0;
+                pad++;
+            } else if ((v[k] = b64_val((unsigned char)s[i + k])) < 0 || pad) {
+                return -1;
+            }
+        }
+        unsigned char b[3] = {(unsigned char)(v[0] << 2 | v[1] >> 4), (unsigned char)(v[1] << 4 | v[2] >> 2),
+                              (unsigned char)(v[2] << 6 | v[3])};
+        sb_add(out, (const char *)b, (size_t)(3 - pad));
+    }
+    return 0;
+}
+
+static int export_sqlite(cli *c, const char *path) {
+    if (!path) return cli_usage(c, "--format sqlite writes a database file: give -o FILE");
+    if (cli_opt_val(c, "gpu") || cli_opt_val(c, "rev") || cli_opt_val(c, "all-measurements") ||
+        cli_opt_val(c, "shard"))
+        return cli_usage(c, "--format sqlite copies the whole database: no --gpu, --rev, --all-measurements or --shard");
+    tt__reply r;
+    if (cli_request(c, "EXPORT format=sqlite", &r)) return CLI_FAIL;
+    sbuf b = {0};
+    int64_t bytes = -1;
+    const char *bs = tt__msg_get(&r.msg, "bytes");
+    int rc = 0;
+    if (!bs || tt__parse_i64(bs, 0, INT64_MAX, &bytes) < 0) rc = cli_fail("the daemon's snapshot reply has no bytes=N");
+    for (int i = 0; !rc && i < r.nbody; i++)
+        if (b64_decode(r.body[i], &b) < 0) rc = cli_fail("the daemon's snapshot line %d is not base64", i + 1);
+    if (!rc && (int64_t)b.len != bytes)
+        rc = cli_fail("the snapshot is %zu bytes, the daemon announced %lld", b.len, (long long)bytes);
+    if (!rc) rc = emit(path, &b);
+    if (!rc) fprintf(stderr, "wrote a SQLite snapshot of %zu bytes to %s\n", b.len, path);
+    free(b.p);
+    tt__reply_free(&r);
+    return rc;
+}
+
+int cli_cmd_export(cli *c) {
+    const char *path, *format = cli_opt_val(c, "format");
+    int rc = output_path(c, &path);
+    if (rc) return rc;
+    if (format && strcmp(format, "sqlite") == 0) return export_sqlite(c, path);
+    int csv = format && strcmp(format, "csv") == 0;
+    if (format && !csv && strcmp(format, "json") != 0)
+        return cli_usage(c, "--format must be json, csv or sqlite, not '%s'", format);
+    tt_fleet_header h;
+    memset(&h, 0, sizeof h);
+    const char *gpu = cli_opt_val(c, "gpu"), *rev = cli_opt_val(c, "rev"), *shard = cli_opt_val(c, "shard");
+    int si, sn;
+    char err[256];
+    if ((gpu && !tt__is_hex_id(gpu)) || (rev && !tt__is_hex_id(rev)))
+        return cli_usage(c, "--gpu and --rev take 1..32 lower-case hex digits");
+    if (shard && tt_shard_parse(shard, &si, &sn, err, sizeof err) < 0) return cli_usage(c, "--shard: %s", err);
+    char fields[256];
+    snprintf(fields, sizeof fields, "%s%s%s%s%s", gpu ? " gpu=" : "", gpu ? gpu : "", rev ? " rev=" : "",
+             rev ? rev : "", cli_opt_val(c, "all-measurements") ? " all=1" : "");
+    table t = {0};
+    if ((rc = fetch_live(c, fields, 0, &t))) goto out;
+
+    sbuf b = {0};
+    char line[TT_FLEET_LINE_MAX + 1];
+    uint64_t sum = TT_HASH_INIT;
+    int n;
+    h.version = TT_FLEET_VERSION;
+    h.exported_at = (int64_t)time(NULL);
+    gethostname(h.node, sizeof h.node - 1);
+    if (gpu) snprintf(h.gpu, sizeof h.gpu, "%s", gpu);
+    if (shard) snprintf(h.shard, sizeof h.shard, "%d/%d", si, sn);
+    h.all = cli_opt_val(c, "all-measurements") != NULL;
+    if (csv) {
+        if ((n = tt_fleet_csv_header(line, sizeof line)) > 0) sb_add(&b, line, (size_t)n);
+    } else if ((n = tt_fleet_header_format(&h, line, sizeof line)) > 0) {
+        sb_line(&b, line, n);
+    }
+    for (size_t i = 0; n > 0 && i < t.n; i++) {
+        if (shard) snprintf(t.r[i].shard, sizeof t.r[i].shard, "%s", h.shard);
+        n = csv ? tt_fleet_csv_row(&t.r[i], line, sizeof line) : tt_fleet_rec_format(&t.r[i], line, sizeof line);
+        if (n <= 0) break;
+        if (csv) {
+            sb_add(&b, line, (size_t)n);
+        } else {
+            sum = tt_fleet_sum_line(sum, line, (size_t)n);
+            sb_line(&b, line, n);
+        }
+    }
+    if (n > 0 && !csv && (n = tt_fleet_end_format((int64_t)t.n, sum, line, sizeof line)) > 0) sb_line(&b, line, n);
+    if (n <= 0) rc = cli_fail("a record does not fit a table line (%s)", tt_strerror(n));
+    else rc = emit(path, &b);
+    if (!rc && path)
+        fprintf(stderr, "exported %zu records%s%s to %s\n", t.n, shard ? " of shard " : "", shard ? h.shard : "", path);
+    free(b.p);
+out:
+    table_free(&t);
+    return rc;
+}
+
+/* ---- import ---------------------------------------------------------------------- */
+
+const cli_opt cli_import_opts[] = {
+    {"policy", "P", "faster (default), newer or fill", 0},
+    {"dry-run", NULL, "check and count, change nothing", 0},
+    {"strict", NULL, "one bad record: import nothing", 0},
+    {"json", NULL, "print the counts as a JSON object", 0},
+    {NULL}};
+
+int cli_cmd_import(cli *c) {
+    const char *path = c->pos[0], *policy = cli_opt_val(c, "policy");
+    tt_fleet_policy p = TT_POLICY_FASTER;
+    if (policy && tt_fleet_policy_parse(policy, &p) < 0)
+        return cli_usage(c, "--policy must be faster, newer or fill, not '%s'", policy);
+    int dry = cli_opt_val(c, "dry-run") != NULL, strict = cli_opt_val(c, "strict") != NULL;
+    table t = {0};
+    sbuf body = {0};
+    file_ctx x;
+    int rc = read_file(path, 1, &t, &x);
+    if (rc) goto out;
+    if (strict && x.bad > 0) {
+        rc = cli_fail("%s: %lld bad records and --strict: nothing imported", path, (long long)x.bad);
+        goto out;
+    }
+    /* The request and its body: one record a line, re-written canonically
+     * (what was checked here is what the daemon gets). */
+    char line[TT_FLEET_LINE_MAX + 1], err[512];
+    int n = snprintf(line, sizeof line, "IMPORT policy=%s dry_run=%d strict=%d lines=%zu",
+                     tt_fleet_policy_name(p), dry, strict, t.n);
+    sb_line(&body, line, n);
+    for (size_t i = 0; n > 0 && i < t.n; i++)
+        if ((n = tt_fleet_rec_format(&t.r[i], line, sizeof line)) > 0) sb_line(&body, line, n);
+    if (body.oom || n <= 0) {
+        rc = cli_fail("cannot prepare the import (%s)", n <= 0 ? tt_strerror(n) : "out of memory");
+        goto out;
+    }
+    int64_t deadline = tt__deadline_after_ms(c->timeout_ms + IMPORT_EXTRA_MS);
+    if (!c->conn && (rc = tt__conn_open(c->socket, deadline, &c->conn, err, sizeof err)) < 0) {
+        rc = cli_fail("%s%s", err, rc == TT_ERR_NODAEMON ? " (is tiletuned running?)" : "");
+        goto out;
+    }
+    tt__reply r;
+    if (tt__conn_send(c->conn, body.p, body.len, deadline, err, sizeof err) < 0 ||
+        tt__conn_read_reply(c->conn, &r, deadline, err, sizeof err) < 0) {
+        rc = cli_fail("%s; the import may or may not have been merged", err);
+        goto out;
+    }
+    if (r.status < 0) {
+        rc = cli_fail("the daemon refused the import: %s (%s); nothing imported", r.message, r.code);
+        tt__reply_free(&r);
+        goto out;
+    }
+    static const char *const names[] = {"added", "replaced", "kept",     "rejected",
+                                        "stale", "foreign",  "history", "committed"};
+    int64_t v[8] = {0};
+    for (int i = 0; i < 8; i++) {
+        const char *s = tt__msg_get(&r.msg, names[i]);
+        if (s && tt__parse_i64(s, 0, INT64_MAX, &v[i]) < 0) v[i] = 0;
+    }
+    v[3] += x.bad; /* refused here, never sent */
+    v[6] += x.history;
+    /* "record=K reason": K counts the records sent; report the file's number */
+    for (int i = 0; i < r.nbody; i++) {
+        char *sp = strchr(r.body[i], ' ');
+        long long k = strncmp(r.body[i], "record=", 7) == 0 ? strtoll(r.body[i] + 7, NULL, 10) : 0;
+        fprintf(stderr, "%s: record %lld: %s\n", path, k >= 1 && (size_t)k <= t.n ? (long long)t.no[k - 1] : k,
+                sp ? sp + 1 : r.body[i]);
+    }
+    if (cli_opt_val(c, "json")) {
+        json_t *o = json_object();
+        json_object_set_new(o, "file", json_string(path));
+        json_object_set_new(o, "policy", json_string(tt_fleet_policy_name(p)));
+        json_object_set_new(o, "dry_run", json_boolean(dry));
+        for (int i = 0; i < 7; i++) json_object_set_new(o, names[i], json_integer(v[i]));
+        json_object_set_new(o, "committed", json_boolean(v[7]));
+        rc = cli_json_print(o);
+    } else {
+        printf("%s %s (%s): added %lld, replaced %lld, kept %lld, rejected %lld\n",
+               dry ? "dry run of" : v[7] ? "imported" : "did not import", path, tt_fleet_policy_name(p),
+               (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+        if (v[4] || v[5] || v[6])
+            printf("  %lld of another kernel revision (kept as stale), %lld of other GPU models (kept, not "
+                   "served here), %lld measurements not merged (history)\n",
+                   (long long)v[4], (long long)v[5], (long long)v[6]);
+    }
+    if (!dry && !v[7] && !rc) rc = cli_fail("%s: --strict and %lld bad records: nothing imported", path, (long long)v[3]);
+    tt__reply_free(&r);
+out:
+    free(body.p);
+    table_free(&t);
+    return rc;
+}
+
+/* ---- diff ------------------------------------------------------------------------ */
+
+const cli_opt cli_diff_opts[] = {
+    {"json", NULL, "print a JSON object: the keys and the summary", 0},
+    {"changed", NULL, "list only keys whose config differs or that one side lacks", 0},
+    {NULL}};
+
+static int key_cmp(const tt_key *a, const tt_key *b) {
+    int c = strcmp(a->gpu, b->gpu);
+    if (!c) c = strcmp(a->rev, b->rev);
+    if (c) return c < 0 ? -1 : 1;
+#define CMPF(f) if (a->f != b->f) return a->f < b->f ? -1 : 1
+    CMPF(dtype);
+    CMPF(head_dim);
+    CMPF(causal);
+    CMPF(seqlen_q);
+    CMPF(seqlen_k);
+#undef CMPF
+    return 0;
+}
+
+static int rec_cmp(const void *a, const void *b) {
+    return key_cmp(&((const tt_fleet_rec *)a)->rec.key, &((const tt_fleet_rec *)b)->rec.key);
+}
+
+static int dbl_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int load_side(cli *c, const char *what, table *t) {
+    if (strcmp(what, "@live") == 0) return fetch_live(c, "", 1, t);
+    file_ctx x;
+    int rc = read_file(what, 1, t, &x);
+    if (!rc && x.bad) fprintf(stderr, "%s: %lld bad records left out of the comparison\n", what, (long long)x.bad);
+    return rc;
+}
+
+/* One table holds one winner per key; a file may repeat a key: the
+ * faster-policy winner stands for it, as an import would keep. */
+static void one_per_key(table *t) {
+    qsort(t->r, t->n, sizeof *t->r, rec_cmp);
+    size_t k = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (k && key_cmp(&t->r[k - 1].rec.key, &t->r[i].rec.key) == 0) {
+            if (tt_fleet_better(&t->r[i].rec, &t->r[k - 1].rec, TT_POLICY_FASTER) < 0) t->r[k - 1] = t->r[i];
+            continue;
+        }
+        t->r[k++] = t->r[i];
+    }
+    t->n = k;
+}
+
+int cli_cmd_diff(cli *c) {
+    table a = {0}, b = {0};
+    int rc = load_side(c, c->pos[0], &a);
+    if (!rc) rc = load_side(c, c->pos[1], &b);
+    if (rc) goto out;
+    one_per_key(&a);
+    one_per_key(&b);
+    int json = cli_opt_val(c, "json") != NULL, changed_only = cli_opt_val(c, "changed") != NULL;
+    json_t *keys = json ? json_array() : NULL;
+    size_t cap = (a.n + b.n + 1) * 11;
+    const char **cells = calloc(cap, sizeof *cells);
+    char(*own)[TT_CONFIG_TEXT_MAX] = calloc(cap, sizeof *own);
+    double *changes = calloc(a.n + b.n + 1, sizeof *changes);
+    if (!cells || !own || !changes) {
+        rc = cli_fail("out of memory");
+        goto out2;
+    }
+    static const char *const head[] = {"GPU", "REV", "DTYPE", "HDIM", "CAUSAL", "SEQLEN_Q", "SEQLEN_K",
+                                       "CONFIG", "A_TFLOPS", "B_TFLOPS", "CHANGE"};
+    int nrows = 1, ncols = 11;
+    for (int k = 0; k < ncols; k++) cells[k] = head[k];
+    size_t i = 0, j = 0, nsame = 0, ndiff = 0, nonlya = 0, nonlyb = 0, nchg = 0;
+    while (i < a.n || j < b.n) {
+        int cmp = i >= a.n ? 1 : j >= b.n ? -1 : key_cmp(&a.r[i].rec.key, &b.r[j].rec.key);
+        const tt_record *ra = cmp <= 0 ? &a.r[i].rec : NULL, *rb = cmp >= 0 ? &b.r[j].rec : NULL;
+        const tt_record *any = ra ? ra : rb;
+        const char *what = !rb ? "only-a" : !ra ? "only-b" : tt_config_equal(&ra->config, &rb->config) ? "same" : "differs";
+        double ta = ra ? ra->tflops : -1, tb = rb ? rb->tflops : -1, chg = 0;
+        int have_chg = ta > 0 && tb >= 0;
+        if (have_chg) changes[nchg++] = chg = (tb - ta) / ta * 100.0;
+        if (!rb) nonlya++;
+        else if (!ra) nonlyb++;
+        else if (strcmp(what, "same") == 0) nsame++;
+        else ndiff++;
+        if (cmp <= 0) i++;
+        if (cmp >= 0) j++;
+        if (changed_only && strcmp(what, "same") == 0) continue;
+        char ca[TT_CONFIG_TEXT_MAX] = "", cb[TT_CONFIG_TEXT_MAX] = "";
+        if (ra) tt_config_format(&ra->config, ca, sizeof ca);
+        if (rb) tt_config_format(&rb->config, cb, sizeof cb);
+        if (json) {
+            json_t *o = json_object();
+            json_object_set_new(o, "gpu", json_string(any->key.gpu));
+            json_object_set_new(o, "rev", json_string(any->key.rev));
+            json_object_set_new(o, "dtype", json_string(tt__dtype_name(any->key.dtype)));
+            json_object_set_new(o, "hdim", json_integer(any->key.head_dim));
+            json_object_set_new(o, "causal", json_integer(any->key.causal));
+            json_object_set_new(o, "seqlen_q", json_integer(any->key.seqlen_q));
+            json_object_set_new(o, "seqlen_k", json_integer(any->key.seqlen_k));
+            json_object_set_new(o, "config", json_string(what));
+            json_object_set_new(o, "config_a", ra ? json_string(ca) : json_null());
+            json_object_set_new(o, "config_b", rb ? json_string(cb) : json_null());
+            json_object_set_new(o, "tflops_a", ta >= 0 ? json_real(ta) : json_null());
+            json_object_set_new(o, "tflops_b", tb >= 0 ? json_real(tb) : json_null());
+            json_object_set_new(o, "change_pct", have_chg ? json_real(chg) : json_null());
+            json_array_append_new(keys, o);
+            continue;
+        }
+        const char **row = cells + (size_t)nrows * (size_t)ncols;
+        char(*mine)[TT_CONFIG_TEXT_MAX] = own + (size_t)nrows * (size_t)ncols;
+        snprintf(mine[0], sizeof mine[0], "%.8s", any->key.gpu);
+        snprintf(mine[1], sizeof mine[1], "%.8s", any->key.rev);
+        snprintf(mine[3], sizeof mine[3], "%d", (int)any->key.head_dim);
+        snprintf(mine[4], sizeof mine[4], "%d", (int)any->key.causal);
+        snprintf(mine[5], sizeof mine[5], "%lld", (long long)any->key.seqlen_q);
+        snprintf(mine[6], sizeof mine[6], "%lld", (long long)any->key.seqlen_k);
+        snprintf(mine[8], sizeof mine[8], ta >= 0 ? "%.1f" : "-", ta);
+        snprintf(mine[9], sizeof mine[9], tb >= 0 ? "%.1f" : "-", tb);
+        snprintf(mine[10], sizeof mine[10], have_chg ? "%+.1f%%" : "-", chg);
+        for (int k = 0; k < ncols; k++) row[k] = mine[k];
+        row[2] = tt__dtype_name(any->key.dtype);
+        row[7] = what;
+        nrows++;
+    }
+    double median = 0;
+    if (nchg) {
+        qsort(changes, nchg, sizeof *changes, dbl_cmp);
+        median = nchg % 2 ? changes[nchg / 2] : (changes[nchg / 2 - 1] + changes[nchg / 2]) / 2;
+    }
+    if (json) {
+        json_t *o = json_object(), *sm = json_object();
+        json_object_set_new(sm, "keys", json_integer((json_int_t)(nsame + ndiff + nonlya + nonlyb)));
+        json_object_set_new(sm, "same", json_integer((json_int_t)nsame));
+        json_object_set_new(sm, "differ", json_integer((json_int_t)ndiff));
+        json_object_set_new(sm, "only_a", json_integer((json_int_t)nonlya));
+        json_object_set_new(sm, "only_b", json_integer((json_int_t)nonlyb));
+        json_object_set_new(sm, "median_change_pct", nchg ? json_real(median) : json_null());
+        json_object_set_new(o, "keys", keys);
+        json_object_set_new(o, "summary", sm);
+        keys = NULL;
+        rc = cli_json_print(o);
+    } else {
+        if (nrows > 1) cli_table(cells, nrows, ncols, 0x778u);
+        printf("%zu keys: %zu same config, %zu differ, %zu only in A, %zu only in B", nsame + ndiff + nonlya + nonlyb,
+               nsame, ndiff, nonlya, nonlyb);
+        if (nchg) printf("; TFLOP/s median change %+.1f%% over %zu keys", median, nchg);
+        printf("\n");
+    }
+out2:
+    json_decref(keys);
+    free(cells);
+    free(own);
+    free(changes);
+out:
+    table_free(&a);
+    table_free(&b);
+    return rc;
+}
