@@ -92,6 +92,21 @@ LD_LIBRARY_PATH=$prefix/$libdir "$tmp/consumer-pc" "$nosock" >"$tmp/out-pc" ||
 check_output pkg-config "$tmp/out-pc"
 cmp -s "$tmp/out-cmake" "$tmp/out-pc" || fail "the two consumers disagree"
 
+# The README's C example builds against the installed package and runs
+# (it opens and closes a client; the kernel call is commented out there).
+readme=$src/../../README.md
+if [[ -f $readme ]]; then
+    echo "== README.md's C example"
+    awk '/^```c$/ { f = 1; next } /^```$/ { f = 0 } f' "$readme" >"$tmp/readme.c"
+    [[ -s $tmp/readme.c ]] || fail "README.md has no \`\`\`c example"
+    # shellcheck disable=SC2086 # the flags are words
+    "$cc" -std=c11 -Wall -Wextra -Werror $san -o "$tmp/readme" "$tmp/readme.c" $flags ||
+        fail "README.md's C example does not build against the installed package"
+    TILETUNE_SOCKET=$nosock LD_LIBRARY_PATH=$prefix/$libdir "$tmp/readme" ||
+        fail "README.md's C example exited $?"
+    echo "builds with -Wall -Wextra -Werror and runs"
+fi
+
 # The installed daemon and CLI run from the prefix (no build-tree RPATH
 # left behind) and talk to each other.
 daemon=$prefix/$sbindir/tiletuned cli=$prefix/$bindir/tiletune
