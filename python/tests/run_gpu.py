@@ -19,7 +19,7 @@ def main():
         print("SKIP: torch sees no CUDA device")
         return 77
     here = os.path.dirname(os.path.abspath(__file__))
-    return pytest.main(["-q", "-x", here] + sys.argv[1:])
+    return pytest.main(["-q", "--maxfail=10", "-p", "no:cacheprovider", here] + sys.argv[1:])
 
 
 if __name__ == "__main__":
