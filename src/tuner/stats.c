@@ -46,23 +46,27 @@ tt_errc tt_errc_from_status(int status) {
     }
 }
 
-/* One metric family in either form. `label` NULL: a single unlabelled
- * sample. Text form names are "<name>_<label value>" (or "<name>"). */
+/* A metric family. `label` NULL: a single unlabelled sample. Text form
+ * names are "<name>_<label value>" (or "<name>"). */
 typedef struct family {
     const char *name, *help, *type, *label;
 } family;
 
+/* One sample (and, first in its family, the # HELP and # TYPE lines) in
+ * either form; returns the number of lines written. */
 static int emit(tt_buf *out, int prom, const family *f, int *header_done, const char *lv,
                 long long v) {
+    int lines = 0;
     if (prom) {
         if (!*header_done) {
             tt_buf_printf(out, "# HELP tiletune_%s %s\n# TYPE tiletune_%s %s\n", f->name, f->help,
                           f->name, f->type);
             *header_done = 1;
+            lines = 2;
         }
         if (f->label) tt_buf_printf(out, "tiletune_%s{%s=\"%s\"} %lld\n", f->name, f->label, lv, v);
         else tt_buf_printf(out, "tiletune_%s %lld\n", f->name, v);
-        return 1;
+        return lines + 1;
     }
     /* The text form drops Prometheus' _total suffix: "requests_lookup 3". */
     size_t n = strlen(f->name);

@@ -1,0 +1,47 @@
+#!/bin/bash
+# A stand-in for tiletune-worker speaking docs/worker-protocol.md, for the
+# daemon's integration tests. $TT_FAKE_WORKER_MODE picks its behaviour:
+#   nogpu    HELLO with gpu_count=0, then leave
+#   gpu      a fake GPU; every key gets variant B measured ok
+#   crash    dies (exit 3) right after TRY of variant A unless told to AVOID it
+#   garbage  answers a MEASURE with a line that breaks the grammar
+mode=${TT_FAKE_WORKER_MODE:-gpu}
+gpu=0
+while [ $# -gt 0 ]; do
+    case $1 in --gpu) gpu=$2; shift ;; esac
+    shift
+done
+if [ "$mode" = nogpu ]; then
+    echo "HELLO proto=1 rev=00c0ffee gpu_count=0"
+    exit 0
+fi
+echo "HELLO proto=1 rev=00c0ffee gpu_count=1 index=$gpu name=Fake%20GPU cc_major=9 cc_minor=0 sms=132 mem_bytes=1000000000 driver=1.0 cuda=13.0 nvrtc=13.0"
+A=family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1
+B=family=mma,block_m=128,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=0
+while read -r verb rest; do
+    [ "$verb" = MEASURE ] || continue
+    id= avoid=0 sq=0
+    for f in $rest; do
+        case $f in
+        id=*) id=${f#id=} ;;
+        avoid=*) avoid=${f#avoid=} ;;
+        seqlen_q=*) sq=${f#seqlen_q=} ;;
+        esac
+    done
+    avoided=
+    for ((i = 0; i < avoid; i++)); do
+        read -r line
+        avoided="$avoided ${line#AVOID config=}"
+    done
+    if [ "$mode" = crash ] && [[ "$avoided" != *"$A"* ]]; then
+        echo "TRY id=$id config=$A"
+        exit 3
+    fi
+    if [ "$mode" = garbage ]; then
+        printf 'RESULT id=%s \001\n' "$id"
+        continue
+    fi
+    echo "TRY id=$id config=$B"
+    echo "RESULT id=$id status=ok config=$B time_ms=0.5 tflops=$((100 + sq % 100)).5 batch=4 heads=16 reps=20 spread=0.01"
+    echo "DONE id=$id status=done"
+done

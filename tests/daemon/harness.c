@@ -1,0 +1,281 @@
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store.h"
+
+/* The harness runs inside a test's child process: a broken expectation
+ * ends it, as the ASSERTs of tt_test.h do (not included here: it defines
+ * the test runner). */
+#define TT_FAIL_AT(...)                                   \
+    do {                                                  \
+        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);   \
+        fprintf(stderr, __VA_ARGS__);                     \
+        fprintf(stderr, "\n");                            \
+        exit(1);                                          \
+    } while (0)
+#define ASSERT(c)                                             \
+    do {                                                      \
+        if (!(c)) TT_FAIL_AT("assertion failed: %s", #c);     \
+    } while (0)
+#define ASSERT_OK(e) ASSERT((e) == 0)
+#define ASSERT_EQ(a, b) ASSERT((a) == (b))
+
+long long td_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void td_init(td *t) {
+    memset(t, 0, sizeof *t);
+    snprintf(t->dir, sizeof t->dir, "/tmp/ttd-XXXXXX");
+    ASSERT(mkdtemp(t->dir) != NULL);
+    snprintf(t->sock, sizeof t->sock, "%s/s.sock", t->dir);
+    snprintf(t->db, sizeof t->db, "%s/tune.db", t->dir);
+    snprintf(t->log, sizeof t->log, "%s/daemon.log", t->dir);
+}
+
+void td_dump_log(const td *t) {
+    FILE *f = fopen(t->log, "r");
+    if (!f) return;
+    char line[1024];
+    fprintf(stderr, "---- %s\n", t->log);
+    while (fgets(line, sizeof line, f)) fputs(line, stderr);
+    fclose(f);
+}
+
+int td_connect(const char *sock) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int td_connect_ok(const td *t) {
+    int fd = td_connect(t->sock);
+    if (fd < 0) {
+        td_dump_log(t);
+        TT_FAIL_AT("connect %s: %s", t->sock, strerror(errno));
+    }
+    return fd;
+}
+
+void td_start_wrapped(td *t, const char *const *prefix, const char *const *extra) {
+    const char *argv[64];
+    int n = 0, has_worker = 0;
+    for (; prefix && *prefix; prefix++) argv[n++] = *prefix;
+    argv[n++] = TILETUNED;
+    argv[n++] = "--socket";
+    argv[n++] = t->sock;
+    argv[n++] = "--db";
+    argv[n++] = t->db;
+    argv[n++] = "--log-level";
+    argv[n++] = "debug";
+    for (const char *const *e = extra; e && *e && n < 60; e++) {
+        if (strcmp(*e, "--worker") == 0) has_worker = 1;
+        argv[n++] = *e;
+    }
+    if (!has_worker) {
+        argv[n++] = "--worker";
+        argv[n++] = "";
+    }
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        /* A failing test exits at once: its daemon must not outlive it
+         * (nor hold the test's stdout open). */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        int fd = open(t->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) dup2(fd, 1);
+        if (fd >= 0) dup2(fd, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    t->pid = pid;
+    long long until = td_now_ms() + 10000;
+    while (td_now_ms() < until) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            t->pid = 0;
+            td_dump_log(t);
+            TT_FAIL_AT("daemon exited during start (status %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        }
+        int fd = td_connect(t->sock);
+        if (fd >= 0) {
+            const char *r = td_req(fd, "PING");
+            close(fd);
+            if (strcmp(r, "OK pong") == 0) return;
+        }
+        usleep(10000);
+    }
+    td_dump_log(t);
+    TT_FAIL_AT("daemon did not answer within 10 s");
+}
+
+void td_start(td *t, const char *const *extra) { td_start_wrapped(t, NULL, extra); }
+
+int td_stop(td *t, int sig) {
+    if (!t->pid) return -1;
+    kill(t->pid, sig);
+    int st = 0;
+    /* Bounded: a daemon that does not stop fails the test, not the suite. */
+    for (int i = 0; i < 1000; i++) {
+        if (waitpid(t->pid, &st, WNOHANG) == t->pid) {
+            t->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        usleep(10000);
+    }
+    kill(t->pid, SIGKILL);
+    waitpid(t->pid, &st, 0);
+    t->pid = 0;
+    td_dump_log(t);
+    TT_FAIL_AT("daemon did not stop within 10 s of signal %d", sig);
+    return -1;
+}
+
+void td_send(int fd, const char *data, size_t len) {
+    while (len) {
+        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) TT_FAIL_AT("send: %s", strerror(errno));
+        data += n;
+        len -= (size_t)n;
+    }
+}
+
+void td_sendstr(int fd, const char *s) { td_send(fd, s, strlen(s)); }
+
+/* Bytes received but not yet returned as lines, per fd. */
+#define FDS_MAX 2048
+static struct {
+    char *buf;
+    size_t len;
+} pending[FDS_MAX];
+
+int td_read_line(int fd, char *out, size_t cap, int timeout_ms) {
+    ASSERT(fd >= 0 && fd < FDS_MAX);
+    if (!pending[fd].buf) ASSERT((pending[fd].buf = malloc(1 << 20)) != NULL);
+    long long until = td_now_ms() + timeout_ms;
+    for (;;) {
+        char *nl = memchr(pending[fd].buf, '\n', pending[fd].len);
+        if (nl) {
+            size_t n = (size_t)(nl - pending[fd].buf);
+            size_t c = n < cap - 1 ? n : cap - 1;
+            memcpy(out, pending[fd].buf, c);
+            out[c] = '\0';
+            memmove(pending[fd].buf, nl + 1, pending[fd].len - n - 1);
+            pending[fd].len -= n + 1;
+            return (int)c;
+        }
+        long long left = until - td_now_ms();
+        if (left <= 0) return -2;
+        struct pollfd p = {fd, POLLIN, 0};
+        int r = poll(&p, 1, (int)left);
+        if (r == 0) return -2;
+        if (r < 0) continue;
+        ASSERT(pending[fd].len < (1 << 20));
+        ssize_t n = recv(fd, pending[fd].buf + pending[fd].len, (1 << 20) - pending[fd].len, 0);
+        if (n <= 0) {
+            pending[fd].len = 0;
+            return -1;
+        }
+        pending[fd].len += (size_t)n;
+    }
+}
+
+const char *td_req(int fd, const char *line) {
+    static char reply[65536];
+    char req[8192];
+    snprintf(req, sizeof req, "%s\n", line);
+    td_sendstr(fd, req);
+    int n = td_read_line(fd, reply, sizeof reply, 5000);
+    if (n < 0) TT_FAIL_AT("no reply to \"%.80s\" (%s)", line, n == -1 ? "connection closed" : "time-out");
+    return reply;
+}
+
+int td_wait_eof(int fd, int timeout_ms) {
+    char line[8192];
+    long long until = td_now_ms() + timeout_ms;
+    for (;;) {
+        long long left = until - td_now_ms();
+        if (left <= 0) return 0;
+        int n = td_read_line(fd, line, sizeof line, (int)left);
+        if (n == -1) return 1;
+        if (n == -2) return 0;
+    }
+}
+
+const char *td_field(const char *line, const char *key, char *out, size_t cap) {
+    size_t kl = strlen(key);
+    out[0] = '\0';
+    for (const char *p = line; (p = strstr(p, key)); p += kl) {
+        if ((p == line || p[-1] == ' ') && p[kl] == '=') {
+            const char *v = p + kl + 1;
+            size_t n = strcspn(v, " ");
+            if (n >= cap) n = cap - 1;
+            memcpy(out, v, n);
+            out[n] = '\0';
+            break;
+        }
+    }
+    return out;
+}
+
+void td_fake_gpu(char out[TT_ID_MAX]) {
+    tt_gpu_fingerprint("Fake GPU", 9, 0, 132, 1000000000LL, out);
+}
+
+void td_seed(const char *db, const tt_key *key, const tt_config *cfg, double tflops) {
+    tt_store *s;
+    char err[256];
+    if (tt_store_open(db, &s, err, sizeof err) < 0) TT_FAIL_AT("open %s: %s", db, err);
+    tt_gpu_info g;
+    memset(&g, 0, sizeof g);
+    snprintf(g.fingerprint, sizeof g.fingerprint, "%s", key->gpu);
+    snprintf(g.name, sizeof g.name, "Seeded GPU");
+    g.cc_major = 9;
+    g.sm_count = 132;
+    g.mem_bytes = 1000000000LL;
+    ASSERT_OK(tt_store_put_gpu(s, &g));
+    ASSERT_OK(tt_store_put_rev(s, key->rev, "test"));
+    tt_record r;
+    tt_record_init(&r);
+    r.key = *key;
+    r.config = *cfg;
+    r.batch = 4;
+    r.heads = 16;
+    r.time_ms = 1.0;
+    r.tflops = tflops;
+    r.status = TT_MEAS_OK;
+    r.measured_at = 1700000000;
+    snprintf(r.node, sizeof r.node, "test");
+    int became = 0;
+    if (tt_store_add_measurement(s, &r, &became) < 0) TT_FAIL_AT("seed: %s", tt_store_errmsg(s));
+    ASSERT_EQ(became, 1);
+    tt_store_close(s);
+}

@@ -1,0 +1,3 @@
+#include "tt_test.h"
+TEST(placeholder) { TT_SKIP("pending"); }
+TT_TEST_MAIN()
