@@ -16,22 +16,13 @@
 
 #include "store.h"
 
-/* The harness runs inside a test's child process: a broken expectation
- * ends it, as the ASSERTs of tt_test.h do (not included here: it defines
- * the test runner). */
-#define TT_FAIL_AT(...)                                   \
-    do {                                                  \
-        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);   \
-        fprintf(stderr, __VA_ARGS__);                     \
-        fprintf(stderr, "\n");                            \
-        exit(1);                                          \
-    } while (0)
-#define ASSERT(c)                                             \
-    do {                                                      \
-        if (!(c)) TT_FAIL_AT("assertion failed: %s", #c);     \
-    } while (0)
-#define ASSERT_OK(e) ASSERT((e) == 0)
-#define ASSERT_EQ(a, b) ASSERT((a) == (b))
+/* The harness runs inside a test's child process and fails it with the
+ * ASSERTs of tt_test.h; the runner that header also defines is not used. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#include "tt_test.h"
+#pragma GCC diagnostic pop
 
 long long td_now_ms(void) {
     struct timespec ts;
@@ -278,4 +269,18 @@ void td_seed(const char *db, const tt_key *key, const tt_config *cfg, double tfl
     if (tt_store_add_measurement(s, &r, &became) < 0) TT_FAIL_AT("seed: %s", tt_store_errmsg(s));
     ASSERT_EQ(became, 1);
     tt_store_close(s);
+}
+
+long long td_stat(int fd, const char *name) {
+    char v[32], line[512];
+    const char *r = td_req(fd, "STATS");
+    if (strncmp(r, "OK lines=", 9) != 0) TT_FAIL_AT("STATS -> %s", r);
+    int n = atoi(td_field(r, "lines", v, sizeof v));
+    size_t nl = strlen(name);
+    long long value = -1;
+    for (int i = 0; i < n; i++) {
+        ASSERT(td_read_line(fd, line, sizeof line, 2000) > 0);
+        if (strncmp(line, name, nl) == 0 && line[nl] == ' ') value = atoll(line + nl + 1);
+    }
+    return value;
 }

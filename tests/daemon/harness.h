@@ -49,6 +49,10 @@ const char *td_req(int fd, const char *line);
  * unread lines, which are skipped). */
 int td_wait_eof(int fd, int timeout_ms);
 
+/* Asks STATS (text form) and returns the value of counter `name`
+ * ("connections_open", ...), reading the whole body; -1 if absent. */
+long long td_stat(int fd, const char *name);
+
 /* The value of field `key` in a reply line, copied into out ("" if none). */
 const char *td_field(const char *line, const char *key, char *out, size_t cap);
 

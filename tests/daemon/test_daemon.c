@@ -133,14 +133,7 @@ TEST(many_concurrent_clients) {
         ASSERT_STREQ(td_field(line, "seqlen_q", v, sizeof v), want);
     }
     int fd = td_connect_ok(&t);
-    const char *r = td_req(fd, "STATS");
-    char l[256];
-    int open = -1, nl = atoi(td_field(r, "lines", v, sizeof v));
-    for (int i = 0; i < nl; i++) {
-        ASSERT(td_read_line(fd, l, sizeof l, 2000) > 0);
-        if (strncmp(l, "connections_open ", 17) == 0) open = atoi(l + 17);
-    }
-    ASSERT_EQ(open, N + 1);
+    ASSERT_EQ(td_stat(fd, "connections_open"), N + 1);
     for (int i = 0; i < N; i++) close(fds[i]);
     close(fd);
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
@@ -267,15 +260,7 @@ TEST(connection_cap_refuses_with_busy) {
         if (!ok) usleep(20000);
     }
     ASSERT(ok);
-    char v[32];
-    const char *r = td_req(fds[1], "STATS");
-    ASSERT(strncmp(r, "OK lines=", 9) == 0);
-    int refused = -1, nl = atoi(td_field(r, "lines", v, sizeof v));
-    for (int i = 0; i < nl; i++) {
-        ASSERT(td_read_line(fds[1], line, sizeof line, 2000) > 0);
-        if (strncmp(line, "connections_refused ", 20) == 0) refused = atoi(line + 20);
-    }
-    ASSERT(refused >= 1);
+    ASSERT(td_stat(fds[1], "connections_refused") >= 1);
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
 }
 
