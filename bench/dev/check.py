@@ -9,6 +9,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from nvrtc_build import variant_name  # noqa: F401  (re-exported for round.py)
+
 
 def reference(q, k, v, causal, scale):
     """float64 O and LSE; GQA by repeating K/V heads."""
@@ -52,12 +54,13 @@ def make(B, Hq, Hkv, Lq, Lk, D, dtype, blhd=False, gen=None):
     return t(Hq, Lq), t(Hkv, Lk), t(Hkv, Lk)
 
 
-def check_one(K, variant, B, Hq, Hkv, Lq, Lk, D, dtype, causal, blhd=False, scale=None):
+def check_one(K, variant, B, Hq, Hkv, Lq, Lk, D, dtype, causal, blhd=False, scale=None,
+              defines=""):
     q, k, v = make(B, Hq, Hkv, Lq, Lk, D, dtype, blhd)
     sc = scale if scale is not None else 1.0 / math.sqrt(D)
     out = torch.full_like(q, float("nan"))
     lse = torch.full((B, Hq, Lq), float("nan"), device="cuda", dtype=torch.float32)
-    K.sdpa(q, k, v, causal, sc, variant, out=out, lse=lse)
+    K.sdpa(q, k, v, causal, sc, variant, out=out, lse=lse, defines=defines)
     torch.cuda.synchronize()
     o_ref, lse_ref = reference(q, k, v, causal, sc)
     o_pt = torch_same_dtype(q, k, v, causal, sc)

@@ -37,14 +37,20 @@ def _lib():
     raise OSError("libnvrtc not found")
 
 
-def variant_name(v, hdim, dtype, causal, fault=0):
+def variant_name(v, hdim, dtype, causal, fault=0, defines=""):
+    """defines: extra "NAME=VAL,..." (-DTT_NAME=VAL), for A/B builds."""
     bm, bn, w, st, lay, qr = v
     n = f"d{hdim}_t{dtype}_c{causal}_m{bm}_n{bn}_w{w}_s{st}_l{lay}_q{qr}"
-    return n + (f"_f{fault}" if fault else "")
+    n += f"_f{fault}" if fault else ""
+    return n + ("_" + defines.replace("=", "").replace(",", "_") if defines else "")
+
+
+def extra_defines(defines):
+    return [f"-DTT_{d}" for d in defines.split(",") if d]
 
 
 def compile_one(args):
-    v, hdim, dtype, causal, arch, fault = args
+    v, hdim, dtype, causal, arch, fault, defines = args
     lib = _lib()
     src = open(SRC, "rb").read()
     hdr = open(HDR, "rb").read()
@@ -59,7 +65,7 @@ def compile_one(args):
             f"-DTT_FAMILY=0", f"-DTT_BLOCK_M={bm}", f"-DTT_BLOCK_N={bn}",
             f"-DTT_WARPS={w}", f"-DTT_STAGES={st}", f"-DTT_LAYOUT={lay}",
             f"-DTT_Q_IN_REGS={qr}", f"-DTT_HEAD_DIM={hdim}", f"-DTT_DTYPE={dtype}",
-            f"-DTT_CAUSAL={causal}", f"-DTT_FAULT_INJECT={fault}"]
+            f"-DTT_CAUSAL={causal}", f"-DTT_FAULT_INJECT={fault}"] + extra_defines(defines)
     copts = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     rc = lib.nvrtcCompileProgram(prog, len(opts), copts)
     size = ctypes.c_size_t()
@@ -91,17 +97,19 @@ def main():
     ap.add_argument("--dtype", type=int, nargs="+", default=[0])
     ap.add_argument("--causal", type=int, nargs="+", default=[0])
     ap.add_argument("--fault", type=int, default=0)
+    ap.add_argument("--defines", default="", help="extra NAME=VAL,... for A/B")
+    ap.add_argument("--space", default="variants", help="function of space.py")
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
     ap.add_argument("variants", nargs="*")
     a = ap.parse_args()
     jobs = []
     for hd in a.hdim:
         vs = ([tuple(int(x) for x in s.split(",")) for s in a.variants]
-              if a.variants else space.variants(hd))
+              if a.variants else getattr(space, a.space)(hd))
         for dt in a.dtype:
             for c in a.causal:
                 for v in vs:
-                    jobs.append((v, hd, dt, c, a.arch, a.fault))
+                    jobs.append((v, hd, dt, c, a.arch, a.fault, a.defines))
     report = {}
     if a.out:
         os.makedirs(a.out, exist_ok=True)
@@ -111,7 +119,7 @@ def main():
     bad = 0
     with ProcessPoolExecutor(max_workers=a.jobs) as ex:
         for job, res in zip(jobs, ex.map(compile_one, jobs)):
-            name = variant_name(job[0], job[1], job[2], job[3], job[5])
+            name = variant_name(job[0], job[1], job[2], job[3], job[5], job[6])
             if not res["ok"]:
                 bad += 1
                 print(f"FAIL {name}\n{res['log']}")

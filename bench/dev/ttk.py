@@ -45,8 +45,8 @@ class Kernels:
         self.cache = {}
         torch.zeros(1, device="cuda")  # primary context current on this thread
 
-    def function(self, v, hdim, dtype, causal, fault=0):
-        name = variant_name(v, hdim, dtype, causal, fault)
+    def function(self, v, hdim, dtype, causal, fault=0, defines=""):
+        name = variant_name(v, hdim, dtype, causal, fault, defines)
         if name in self.cache:
             return self.cache[name]
         data = None
@@ -55,7 +55,7 @@ class Kernels:
             if os.path.exists(path):
                 data = open(path, "rb").read()
         if data is None:
-            data = self._compile(v, hdim, dtype, causal, fault)
+            data = self._compile(v, hdim, dtype, causal, fault, defines)
         mod = _P()
         buf = ctypes.create_string_buffer(data, len(data))
         _ck(_cuda.cuModuleLoadData(ctypes.byref(mod), buf), f"load {name}")
@@ -67,7 +67,7 @@ class Kernels:
         self.cache[name] = (fn, smem)
         return self.cache[name]
 
-    def _compile(self, v, hdim, dtype, causal, fault):
+    def _compile(self, v, hdim, dtype, causal, fault, defines):
         import cupy  # noqa: F401
         from cupy.cuda import nvrtc  # noqa: F401
         import cupy.cuda.compiler as cc
@@ -77,18 +77,19 @@ class Kernels:
                 "-DTT_FAMILY=0", f"-DTT_BLOCK_M={bm}", f"-DTT_BLOCK_N={bn}",
                 f"-DTT_WARPS={w}", f"-DTT_STAGES={st}", f"-DTT_LAYOUT={lay}",
                 f"-DTT_Q_IN_REGS={qr}", f"-DTT_HEAD_DIM={hdim}", f"-DTT_DTYPE={dtype}",
-                f"-DTT_CAUSAL={causal}", f"-DTT_FAULT_INJECT={fault}")
+                f"-DTT_CAUSAL={causal}", f"-DTT_FAULT_INJECT={fault}",
+                *[f"-DTT_{d}" for d in defines.split(",") if d])
         return cc.compile_using_nvrtc(src, opts, arch="sm_90", cubin=True)  # noqa
 
     def sdpa(self, q, k, v, is_causal=False, scale=None, variant=None, out=None,
-             lse=None, fault=0):
+             lse=None, fault=0, defines=""):
         """q [B,Hq,Lq,D], k/v [B,Hkv,Lk,D] (any strides, last dim contiguous)."""
         B, Hq, Lq, D = q.shape
         Hkv, Lk = k.shape[1], k.shape[2]
         dt = {torch.float16: 0, torch.bfloat16: 1}[q.dtype]
         if variant is None:
             variant = (64, 64, 4, 2, 1, 0)
-        fn, smem = self.function(variant, D, dt, int(bool(is_causal)), fault)
+        fn, smem = self.function(variant, D, dt, int(bool(is_causal)), fault, defines)
         if out is None:
             out = torch.empty_like(q)
         if lse is None:

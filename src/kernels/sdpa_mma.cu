@@ -27,6 +27,22 @@
 #ifndef TT_FAMILY
 #define TT_FAMILY 0
 #endif
+/* Not a tuning knob: 1 skips the O rescale when no row max of the warp
+ * grew (measured 3-11% slower on most keys, docs/perf.md v2); kept for A/B. */
+/* Not a tuning knob yet: 1 computes P = exp2(x) two at a time in the 16-bit
+ * dtype (ex2.approx.f16x2 / .bf16x2, sm_90 for bf16), half the MUFU work;
+ * under evaluation (docs/perf.md). */
+#ifndef TT_EXP2_PACKED
+#define TT_EXP2_PACKED 0
+#endif
+#if TT_EXP2_PACKED && TT_DTYPE == 1 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define TT_EXP2_X2 0 /* no ex2.bf16x2 before sm_90 */
+#else
+#define TT_EXP2_X2 TT_EXP2_PACKED
+#endif
+#ifndef TT_RESCALE_SKIP
+#define TT_RESCALE_SKIP 0
+#endif
 
 #if !defined(TT_BLOCK_M) || !defined(TT_BLOCK_N) || !defined(TT_WARPS) || \
     !defined(TT_STAGES) || !defined(TT_LAYOUT) || !defined(TT_Q_IN_REGS) || \
@@ -164,6 +180,37 @@ __device__ __forceinline__ float lg2(float x) {
     return y;
 }
 
+/* The block's (m-block, head, batch). Causal: m-blocks in reverse, so the
+ * blocks with the most keys start first and the last blocks dispatched
+ * are short ones (no long block starting at the tail of the grid). A full
+ * longest-first order over all heads needed a division whose results
+ * stayed live and made causal variants spill 28-40 bytes. */
+__device__ __forceinline__ void block_coords(int &m_block, int &h, int &b) {
+    m_block = TT_CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    h = blockIdx.y;
+    b = blockIdx.z;
+}
+
+/* exp2 of two 16-bit values packed in one register. */
+__device__ __forceinline__ u32 ex2x2(u32 x) {
+    u32 y;
+#if TT_DTYPE == 0
+    asm("ex2.approx.f16x2 %0, %1;\n" : "=r"(y) : "r"(x));
+#else
+    asm("ex2.approx.ftz.bf16x2 %0, %1;\n" : "=r"(y) : "r"(x));
+#endif
+    return y;
+}
+__device__ __forceinline__ void unpack2(u32 v, float &lo, float &hi) {
+#if TT_DTYPE == 0
+    asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }\n"
+        : "=f"(lo), "=f"(hi) : "r"(v));
+#else
+    lo = __uint_as_float(v << 16);
+    hi = __uint_as_float(v & 0xffff0000u);
+#endif
+}
+
 /* Copies ROWS rows of a tile (row stride in elements) into shared memory;
  * rows at or past `valid` are zero-filled without a read. Each thread keeps
  * one running source pointer: hoisting one 64-bit offset per chunk out of
@@ -239,23 +286,7 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
     const int g = lane >> 2, t = lane & 3;
 
     int m_block, h, b;
-#if TT_CAUSAL
-    {
-        /* Longest-first: causal row blocks near the end see the most keys,
-         * so the linear block order runs over the m-blocks from the last one
-         * with every (batch, head) before moving on. */
-        const int bh_count = gridDim.y * gridDim.z;
-        const int lin = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-        m_block = gridDim.x - 1 - lin / bh_count;
-        const int bh = lin % bh_count;
-        h = bh % gridDim.y;
-        b = bh / gridDim.y;
-    }
-#else
-    m_block = blockIdx.x;
-    h = blockIdx.y;
-    b = blockIdx.z;
-#endif
+    block_coords(m_block, h, b);
     const int hkv = h / (p.heads_q / p.heads_kv);
     const int Lq = p.seqlen_q, Lk = p.seqlen_k;
     const int m0 = m_block * BM;
@@ -405,20 +436,29 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
          * tiles that cross the diagonal pay for it. */
         const bool need_mask = (n0 + BN > Lk) || (TT_CAUSAL && n0 + BN - 1 > m0 + wr);
         if (need_mask) {
+            /* Column and row relative to this thread's first element: the
+             * per-element tests compare compile-time offsets with two
+             * registers (a full row/col pair per element made causal
+             * variants spill). */
+            const int lim = Lk - (n0 + 2 * t);                /* col_rel >= lim: past Lk */
+            const int diag = (m0 + wr + g) - (n0 + 2 * t);    /* col_rel - row_rel > diag */
+            (void)diag;
 #pragma unroll
             for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
                 for (int n = 0; n < BN / 8; ++n)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        const int col = n0 + n * 8 + 2 * t + (e & 1);
-                        const int row = m0 + wr + mi * 16 + g + ((e >> 1) << 3);
-                        (void)row;
-                        if (col >= Lk || (TT_CAUSAL && col > row)) s[mi][n][e] = NEG_INF;
+                        const int cr = n * 8 + (e & 1);
+                        const int rr = mi * 16 + ((e >> 1) << 3);
+                        (void)rr;
+                        if (cr >= lim || (TT_CAUSAL && cr - rr > diag)) s[mi][n][e] = NEG_INF;
                     }
         }
 
         /* Online softmax in the exp2 domain, rows g and g+8 of each m tile. */
+        float alphas[MT][2];
+        bool grew = false;
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
 #pragma unroll
@@ -437,19 +477,37 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
                 float sum = 0.f;
 #pragma unroll
                 for (int n = 0; n < BN / 8; ++n) {
+#if TT_EXP2_X2
+                    /* The packed P lands in the first float slot of the pair,
+                     * ready to be an A fragment register. */
+                    const u32 pp = ex2x2(pack2(fmaf(s[mi][n][2 * r], sl2, -ms),
+                                               fmaf(s[mi][n][2 * r + 1], sl2, -ms)));
+                    float p0, p1;
+                    unpack2(pp, p0, p1);
+                    s[mi][n][2 * r] = __uint_as_float(pp);
+#else
                     const float p0 = ex2(fmaf(s[mi][n][2 * r], sl2, -ms));
                     const float p1 = ex2(fmaf(s[mi][n][2 * r + 1], sl2, -ms));
                     s[mi][n][2 * r] = p0;
                     s[mi][n][2 * r + 1] = p1;
+#endif
                     sum += p0 + p1;
                 }
                 row_l[mi][r] = row_l[mi][r] * alpha + sum;
-#pragma unroll
-                for (int d = 0; d < D / 8; ++d) {
-                    acc_o[mi][d][2 * r] *= alpha;
-                    acc_o[mi][d][2 * r + 1] *= alpha;
-                }
+                alphas[mi][r] = alpha;
+                grew |= alpha != 1.f;
             }
+        }
+        /* TT_RESCALE_SKIP: when no row max of the warp grew, alpha is
+         * exactly 1 and the MT*D/2 multiplies could be skipped; the vote and
+         * branch cost more than they save (docs/perf.md v2). */
+        if (!TT_RESCALE_SKIP || __any_sync(0xffffffffu, grew)) {
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+                for (int d = 0; d < D / 8; ++d)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc_o[mi][d][e] *= alphas[mi][e >> 1];
         }
 
         /* O += P V: P goes from the S accumulators straight into A
@@ -460,10 +518,17 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
             u32 pa[MT][4];
 #pragma unroll
             for (int mi = 0; mi < MT; ++mi) {
+#if TT_EXP2_X2
+                pa[mi][0] = __float_as_uint(s[mi][2 * kk][0]);
+                pa[mi][1] = __float_as_uint(s[mi][2 * kk][2]);
+                pa[mi][2] = __float_as_uint(s[mi][2 * kk + 1][0]);
+                pa[mi][3] = __float_as_uint(s[mi][2 * kk + 1][2]);
+#else
                 pa[mi][0] = pack2(s[mi][2 * kk][0], s[mi][2 * kk][1]);
                 pa[mi][1] = pack2(s[mi][2 * kk][2], s[mi][2 * kk][3]);
                 pa[mi][2] = pack2(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
                 pa[mi][3] = pack2(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+#endif
             }
 #pragma unroll
             for (int dd = 0; dd < D / 16; ++dd) {
