@@ -32,6 +32,7 @@ static int reserve(tt_buf *b, size_t extra) {
 }
 
 void tt_buf_append(tt_buf *b, const char *data, size_t len) {
+    if (len == 0) return; /* data may be NULL (an empty body) */
     if (reserve(b, len) < 0) return;
     memcpy(b->data + b->len, data, len);
     b->len += len;
