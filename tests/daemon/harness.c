@@ -30,10 +30,26 @@ long long td_now_ms(void) {
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* A passing test leaves nothing behind; a failing one keeps its directory
+ * (socket, database, daemon log) for a look. */
+static void remove_dir(int status, void *arg) {
+    char *dir = arg;
+    if (status == 0 || status == 77) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    } else {
+        fprintf(stderr, "kept %s\n", dir);
+    }
+    free(dir);
+}
+
 void td_init(td *t) {
     memset(t, 0, sizeof *t);
     snprintf(t->dir, sizeof t->dir, "/tmp/ttd-XXXXXX");
     ASSERT(mkdtemp(t->dir) != NULL);
+    char *copy = strdup(t->dir);
+    if (copy) on_exit(remove_dir, copy);
     snprintf(t->sock, sizeof t->sock, "%s/s.sock", t->dir);
     snprintf(t->db, sizeof t->db, "%s/tune.db", t->dir);
     snprintf(t->log, sizeof t->log, "%s/daemon.log", t->dir);

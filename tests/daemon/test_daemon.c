@@ -5,6 +5,9 @@
  */
 #include <errno.h>
 #include <grp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -559,6 +562,98 @@ TEST(socket_activation) {
     while (f && fgets(line, sizeof line, f)) said |= strstr(line, "(socket from systemd)") != NULL;
     if (f) fclose(f);
     ASSERT(said);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
+}
+
+/* READY=1 once the socket answers, WATCHDOG=1 at half of WATCHDOG_USEC,
+ * STOPPING=1 on SIGTERM: read from our own NOTIFY_SOCKET. */
+TEST(systemd_notify_ready_watchdog_stopping) {
+    td t;
+    td_init(&t);
+    char path[100];
+    ASSERT(snprintf(path, sizeof path, "%s/notify", t.dir) < (int)sizeof path);
+    int ns = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT(ns >= 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    ASSERT_OK(bind(ns, (struct sockaddr *)&sa, sizeof sa));
+    setenv("NOTIFY_SOCKET", path, 1);
+    setenv("WATCHDOG_USEC", "200000", 1);
+    td_start(&t, NULL);
+    unsetenv("NOTIFY_SOCKET");
+    char msg[512];
+    int ready = 0, watchdog = 0, stopping = 0;
+    long long until = td_now_ms() + 2000;
+    while (td_now_ms() < until && watchdog < 2) {
+        struct pollfd p = {ns, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        ssize_t n = recv(ns, msg, sizeof msg - 1, 0);
+        if (n <= 0) continue;
+        msg[n] = '\0';
+        ready += strstr(msg, "READY=1") != NULL;
+        watchdog += strstr(msg, "WATCHDOG=1") != NULL;
+    }
+    ASSERT_EQ(ready, 1);
+    ASSERT(watchdog >= 2);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
+    while (1) {
+        struct pollfd p = {ns, POLLIN, 0};
+        if (poll(&p, 1, 200) <= 0) break;
+        ssize_t n = recv(ns, msg, sizeof msg - 1, 0);
+        if (n <= 0) break;
+        msg[n] = '\0';
+        stopping += strstr(msg, "STOPPING=1") != NULL;
+    }
+    ASSERT_EQ(stopping, 1);
+    close(ns);
+}
+
+/* A client that pipelines far more than it reads is paused, not dropped,
+ * and nobody else waits for it; then it gets every reply, in order. */
+TEST(write_backpressure_pauses_only_the_slow_reader) {
+    td t;
+    td_init(&t);
+    td_start(&t, NULL);
+    int slow = td_connect_ok(&t);
+    const char *req = "STATS format=prometheus\n";
+    size_t rl = strlen(req);
+    int sent = 0, blocked = 0;
+    long long until = td_now_ms() + 1000;
+    size_t off = 0;
+    while (td_now_ms() < until && sent < 20000) {
+        ssize_t n = send(slow, req + off, rl - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0) {
+            ASSERT(errno == EAGAIN || errno == EWOULDBLOCK);
+            blocked = 1;
+            usleep(1000);
+            continue;
+        }
+        off += (size_t)n;
+        if (off == rl) {
+            off = 0;
+            sent++;
+        }
+    }
+    ASSERT(off == 0 || (td_send(slow, req + off, rl - off), ++sent));
+    ASSERT(sent > 100);
+    /* the daemon stopped reading from us: our socket buffer filled */
+    ASSERT(blocked);
+    int fd = td_connect_ok(&t);
+    long long t0 = td_now_ms();
+    for (int i = 0; i < 20; i++) ASSERT_STREQ(td_req(fd, "PING"), "OK pong");
+    ASSERT(td_now_ms() - t0 < 1000);
+    close(fd);
+    char line[512], v[32];
+    for (int i = 0; i < sent; i++) {
+        ASSERT(td_read_line(slow, line, sizeof line, 5000) > 0);
+        if (strncmp(line, "OK lines=", 9) != 0) TT_FAIL_AT("reply %d: %s", i, line);
+        int n = atoi(td_field(line, "lines", v, sizeof v));
+        for (int j = 0; j < n; j++) ASSERT(td_read_line(slow, line, sizeof line, 5000) > 0);
+    }
+    ASSERT_STREQ(td_req(slow, "PING"), "OK pong");
+    close(slow);
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
 }
 
