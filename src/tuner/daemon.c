@@ -17,26 +17,11 @@
 /* Until a worker says HELLO, the revision is the one built in here; the
  * workers' is authoritative because they compile what they measure. */
 const char *tt_daemon_rev(tt_daemon *d) {
-    if (d->sup) {
-        tt_supervisor_status st;
-        tt_supervisor_get_status(d->sup, &st);
-        if (st.rev[0]) {
-            memcpy(d->cur_rev, st.rev, sizeof d->cur_rev);
-            return d->cur_rev;
-        }
-    }
-    return d->builtin_rev;
+    const char *r = d->sup ? tt_supervisor_rev(d->sup) : "";
+    return r[0] ? r : d->builtin_rev;
 }
 
-const char *tt_daemon_gpu(tt_daemon *d) {
-    d->cur_gpu[0] = '\0';
-    if (d->sup) {
-        tt_supervisor_status st;
-        tt_supervisor_get_status(d->sup, &st);
-        memcpy(d->cur_gpu, st.gpu, sizeof d->cur_gpu);
-    }
-    return d->cur_gpu;
-}
+const char *tt_daemon_gpu(tt_daemon *d) { return d->sup ? tt_supervisor_gpu(d->sup) : ""; }
 
 static void close_if_open(uv_handle_t *h) {
     if (h->type != UV_UNKNOWN_HANDLE && !uv_is_closing(h)) uv_close(h, NULL);

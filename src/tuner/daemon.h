@@ -45,7 +45,6 @@ typedef struct tt_daemon {
     uint64_t started_ms;
     int stopping, exit_code, sup_running;
     char builtin_rev[TT_ID_MAX];
-    char cur_rev[TT_ID_MAX], cur_gpu[TT_ID_MAX]; /* what tt_daemon_rev/gpu return */
 } tt_daemon;
 
 /* Runs the daemon until SIGTERM/SIGINT; returns the process exit code. */

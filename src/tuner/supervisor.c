@@ -686,6 +686,12 @@ void tt_supervisor_get_status(const tt_supervisor *s, tt_supervisor_status *out)
     }
 }
 
+const char *tt_supervisor_rev(const tt_supervisor *s) { return s->rev; }
+
+const char *tt_supervisor_gpu(const tt_supervisor *s) {
+    return s->w[0]->has_gpu ? s->w[0]->gpu.fingerprint : "";
+}
+
 static void maybe_done(tt_supervisor *s) {
     if (!s->stopping || s->live > 0) return;
     void (*done)(void *) = s->done;

@@ -90,6 +90,11 @@ int tt_supervisor_start(uv_loop_t *loop, tt_store *store, const tt_supervisor_op
  * for a GPU again if none was found (at most every few seconds). */
 void tt_supervisor_kick(tt_supervisor *s);
 void tt_supervisor_get_status(const tt_supervisor *s, tt_supervisor_status *out);
+/* The same rev and gpu as the status, without copying (the lookup path
+ * asks for them on every key without gpu=/rev=): "" when unknown. The
+ * strings stay valid until the supervisor is freed. */
+const char *tt_supervisor_rev(const tt_supervisor *s);
+const char *tt_supervisor_gpu(const tt_supervisor *s);
 /*
  * Stops every worker: EOF on its stdin, SIGTERM, SIGKILL after a grace of
  * two seconds. Keys in flight stay `running` in the store; the next start
