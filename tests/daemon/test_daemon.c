@@ -657,6 +657,31 @@ TEST(write_backpressure_pauses_only_the_slow_reader) {
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
 }
 
+TEST(socket_and_db_from_the_environment) {
+    td t;
+    td_init(&t);
+    setenv("TILETUNE_SOCKET", t.sock, 1);
+    setenv("TILETUNE_DB", t.db, 1);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(TILETUNED, TILETUNED, "--worker", "", "--log-level", "error", (char *)NULL);
+        _exit(127);
+    }
+    int fd = -1;
+    for (int i = 0; i < 500 && fd < 0; i++)
+        if ((fd = td_connect(t.sock)) < 0) usleep(10000);
+    ASSERT(fd >= 0);
+    ASSERT_STREQ(td_req(fd, "PING"), "OK pong");
+    close(fd);
+    kill(pid, SIGTERM);
+    int st;
+    waitpid(pid, &st, 0);
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    struct stat sb;
+    ASSERT_OK(stat(t.db, &sb));
+}
+
 TEST(help_and_version) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "%s --help | grep -q -- --admin-group && %s --version | grep -q tiletuned", TILETUNED, TILETUNED);
