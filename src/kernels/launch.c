@@ -434,7 +434,7 @@ int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {
     if (rc < 0) return rc;
     const tt__cuda *cu;
     if ((rc = tt__cuda_get(&cu, err, errlen)) < 0) return rc;
-    int ord, other;
+    int ord = -1, other = -1;
     if ((rc = device_of_pointer(cu, "q", a->q, &ord, err, errlen)) < 0) return rc;
     const struct {
         const char *name;

@@ -132,7 +132,7 @@ void tt__reference_config(tt_config *out) {
 
 int tt_kernel_revision(char out[TT_ID_MAX]) {
     if (!out) return TT_ERR_INVAL;
-    const tt__source *s;
+    const tt__source *s = NULL;
     int rc = tt__source_default(&s, NULL, 0);
     if (rc < 0) return rc;
     memcpy(out, s->rev, TT_ID_MAX);
