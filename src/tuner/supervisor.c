@@ -43,7 +43,7 @@ typedef struct worker {
     uv_pipe_t out; /* the worker's stdout: we read */
     uv_timer_t timer;
     int handles; /* proc, in, out not yet closed */
-    int exited, exit_ok, killed_for, out_closed;
+    int exited, killed_for, out_closed;
     char line[LINE_CAP];
     size_t line_len;
     int has_gpu;
@@ -200,7 +200,6 @@ static void on_drain_timeout(uv_timer_t *t) { close_out(t->data); }
 static void on_proc_exit(uv_process_t *p, int64_t status, int sig) {
     worker *w = p->data;
     w->exited = 1;
-    w->exit_ok = status == 0 && sig == 0;
     if (sig) tt_log(w->sup->stopping ? TT_LOG_DEBUG : TT_LOG_WARN, "worker for GPU %d killed by signal %d", w->index, sig);
     else if (status) tt_warn("worker for GPU %d exited with status %lld", w->index, (long long)status);
     else tt_debug("worker for GPU %d exited", w->index);
@@ -535,7 +534,7 @@ static void spawn(worker *w) {
     o.exit_cb = on_proc_exit;
     o.stdio = stdio;
     o.stdio_count = 3;
-    w->exited = w->exit_ok = w->killed_for = w->out_closed = 0;
+    w->exited = w->killed_for = w->out_closed = 0;
     w->line_len = 0;
     w->has_gpu = 0;
     w->handles = 3;
