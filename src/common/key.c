@@ -53,3 +53,15 @@ int tt__key_check(const tt_key *key, char *err, size_t errlen) {
     return 0;
 #undef FAIL
 }
+
+int tt__lookup_default(const tt_key *key, tt_lookup_result *out) {
+    tt_lookup_result r;
+    memset(&r, 0, sizeof r);
+    int rc = tt_config_default(key, &r.config);
+    if (rc < 0) return rc;
+    r.match = TT_MATCH_DEFAULT;
+    r.seqlen_q = key->seqlen_q;
+    r.seqlen_k = key->seqlen_k;
+    *out = r;
+    return 0;
+}
