@@ -34,6 +34,15 @@ def _lib():
                 return ctypes.CDLL(os.path.join(d, name) if d else name)
             except OSError:
                 pass
+    import glob
+    for d in sys.path:  # the pip wheel (nvidia-cuda-nvrtc) next to torch
+        for f in sorted(glob.glob(os.path.join(d, "nvidia", "*", "lib", "libnvrtc.so*")) +
+                        glob.glob(os.path.join(d, "nvidia", "cuda_nvrtc", "lib", "libnvrtc.so*"))):
+            if "builtins" not in f:
+                try:
+                    return ctypes.CDLL(f)
+                except OSError:
+                    pass
     raise OSError("libnvrtc not found")
 
 

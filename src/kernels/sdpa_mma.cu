@@ -191,6 +191,7 @@ __device__ __forceinline__ void block_coords(int &m_block, int &h, int &b) {
     b = blockIdx.z;
 }
 
+#if TT_EXP2_X2
 /* exp2 of two 16-bit values packed in one register. */
 __device__ __forceinline__ u32 ex2x2(u32 x) {
     u32 y;
@@ -210,6 +211,7 @@ __device__ __forceinline__ void unpack2(u32 v, float &lo, float &hi) {
     hi = __uint_as_float(v & 0xffff0000u);
 #endif
 }
+#endif
 
 /* Copies ROWS rows of a tile (row stride in elements) into shared memory;
  * rows at or past `valid` are zero-filled without a read. Each thread keeps
@@ -436,23 +438,18 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
          * tiles that cross the diagonal pay for it. */
         const bool need_mask = (n0 + BN > Lk) || (TT_CAUSAL && n0 + BN - 1 > m0 + wr);
         if (need_mask) {
-            /* Column and row relative to this thread's first element: the
-             * per-element tests compare compile-time offsets with two
-             * registers (a full row/col pair per element made causal
-             * variants spill). */
-            const int lim = Lk - (n0 + 2 * t);                /* col_rel >= lim: past Lk */
-            const int diag = (m0 + wr + g) - (n0 + 2 * t);    /* col_rel - row_rel > diag */
-            (void)diag;
+            /* (A rewrite comparing offsets against two per-thread registers
+             * made ptxas spill d256 128x128; this form does not.) */
 #pragma unroll
             for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
                 for (int n = 0; n < BN / 8; ++n)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        const int cr = n * 8 + (e & 1);
-                        const int rr = mi * 16 + ((e >> 1) << 3);
-                        (void)rr;
-                        if (cr >= lim || (TT_CAUSAL && cr - rr > diag)) s[mi][n][e] = NEG_INF;
+                        const int col = n0 + n * 8 + 2 * t + (e & 1);
+                        const int row = m0 + wr + mi * 16 + g + ((e >> 1) << 3);
+                        (void)row;
+                        if (col >= Lk || (TT_CAUSAL && col > row)) s[mi][n][e] = NEG_INF;
                     }
         }
 
