@@ -197,7 +197,7 @@ typedef struct tt_sdpa_args {
     int64_t lse_stride[2]; /* batch, head; {0, 0}: packed [batch, heads_q, seqlen_q] */
     int32_t dtype;         /* tt_dtype */
     int32_t causal;        /* 1: query i sees keys j <= i (PyTorch's is_causal) */
-    float scale;           /* softmax scale; 0: 1/sqrt(head_dim) */
+    float scale;           /* softmax scale, > 0; 0: 1/sqrt(head_dim) */
     int32_t reserved0;
     /* The schedule: NULL = the tuned config for this key, asked from the
      * daemon (process-wide client, cached), else the built-in default. */

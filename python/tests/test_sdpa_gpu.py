@@ -163,6 +163,8 @@ def test_bad_arguments():
         tiletune.sdpa(x, x, x)
     with pytest.raises(ValueError):
         tiletune.sdpa(q, q, q, scale=float("nan"))
+    with pytest.raises(ValueError, match="> 0"):
+        tiletune.sdpa(q, q, q, scale=-1.0)  # the kernel scales after the row max
 
 
 def test_strided_inputs_are_handled():

@@ -318,6 +318,8 @@ def sdpa(query, key, value, is_causal=False, scale=None, enable_gqa=False, confi
     query [B, Hq, Lq, D], key/value [B, Hkv, Lk, D], fp16 or bf16 CUDA tensors
     with any strides (a [B, L, H, D] tensor's .transpose(1, 2) is read in
     place); D in 32, 64, 96, 128, 256. is_causal: query i sees keys j <= i.
+    scale: None (1/sqrt(D)) or >= 0 (a negative scale is refused: the kernel
+    takes the row maximum before scaling).
     config: None (the tuned config for this key from tiletuned, else the
     built-in default), canonical text, or a dict of knobs over the default.
     return_lse: also return the log-sum-exp per row, fp32 [B, Hq, Lq].

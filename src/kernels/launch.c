@@ -263,7 +263,10 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
         FAIL(TT_ERR_INVAL, "heads_q %lld is not a multiple of heads_kv %lld", (long long)a->heads_q,
              (long long)a->heads_kv);
     if (a->causal != 0 && a->causal != 1) FAIL(TT_ERR_INVAL, "causal is %d, must be 0 or 1", (int)a->causal);
-    if (!isfinite(a->scale)) FAIL(TT_ERR_INVAL, "scale is not finite");
+    /* the kernel takes the row max of raw scores and scales afterwards,
+     * which is only right for a positive scale */
+    if (!isfinite(a->scale) || a->scale < 0)
+        FAIL(TT_ERR_INVAL, "scale %g must be finite and > 0 (0: 1/sqrt(head_dim))", (double)a->scale);
     int rc;
     if ((rc = check_strides("q", a->q_stride, err, errlen)) < 0 ||
         (rc = check_strides("k", a->k_stride, err, errlen)) < 0 ||

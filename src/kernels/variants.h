@@ -41,7 +41,7 @@ typedef enum tt__variant_status {
     TT_VARIANT_OK = 0,
     TT_VARIANT_UNCHECKED = 1,     /* not compiled (no TT_SPACE_COMPILE) */
     TT_VARIANT_COMPILE_ERROR = 2, /* NVRTC rejected it */
-    TT_VARIANT_SPILLS = 3,        /* ptxas spilled registers */
+    TT_VARIANT_SPILLS = 3,        /* ptxas spilled registers or needs a stack frame */
     TT_VARIANT_SMEM = 4,          /* static + dynamic smem over the limit */
 } tt__variant_status;
 

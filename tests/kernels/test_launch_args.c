@@ -164,6 +164,9 @@ TEST(flags_scale_reserved) {
     a.scale = INFINITY;
     expect(&a, TT_ERR_INVAL, "scale");
     a = good();
+    a.scale = -0.5f; /* the kernel's max-then-scale needs a positive scale */
+    expect(&a, TT_ERR_INVAL, "must be finite and > 0");
+    a = good();
     a.reserved[3] = 1;
     expect(&a, TT_ERR_INVAL, "reserved");
     a = good();
