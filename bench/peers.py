@@ -25,6 +25,7 @@ import csv
 import math
 import os
 import re
+import signal
 import sys
 import time
 
@@ -55,6 +56,9 @@ def defaults_table():
     return table
 
 
+DT_CODE = {"fp16": 0, "bf16": 1}
+
+
 class DevBackend:
     def __init__(self, cubins):
         sys.path.insert(0, os.path.join(HERE, "dev"))
@@ -66,7 +70,7 @@ class DevBackend:
 
     def variants(self, D, dt, causal, L):
         return [v for v in self.space.final(D)
-                if not self._spilled(v, D, dt, causal)]
+                if not self._spilled(v, D, DT_CODE[dt], causal)]
 
     def _spilled(self, v, D, dt, causal):
         import json
@@ -81,7 +85,7 @@ class DevBackend:
         return self.defaults[(D, causal)]
 
     def prepare(self, v, D, dt, causal):
-        self.K.function(v, D, dt, causal)
+        self.K.function(v, D, DT_CODE[dt], causal)
 
     def fn(self, q, k, v, causal, cfg, out, lse):
         return lambda: self.K.sdpa(q, k, v, causal, None, cfg, out=out, lse=lse)
@@ -121,8 +125,7 @@ def bench(fn, rep_ms):
     return do_bench(fn, warmup=max(2, rep_ms // 5), rep=rep_ms, return_mode="median")
 
 
-def run(be, hdims, seqlens, dtypes, causals, rep_ms, writer, log):
-    rows = []
+def run(be, hdims, seqlens, dtypes, causals, rep_ms, writer, log, rows):
     for D in hdims:
         H = 2048 // D
         for dt in dtypes:
@@ -184,6 +187,7 @@ def run(be, hdims, seqlens, dtypes, causals, rep_ms, writer, log):
                             f"{len(times)} variants]")
                     print(line, flush=True)
                     log.write(line + "\n")
+                    log.flush()
     return rows
 
 
@@ -267,7 +271,14 @@ def main():
             open(os.path.join(a.out, "peers.log"), "w") as log:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
-        rows = run(be, a.hdims, a.seqlens, a.dtypes, a.causal, a.rep_ms, w, log)
+        rows = []
+        # A time limit (timeout's SIGTERM) still leaves the table and plots
+        # of the points measured so far.
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        try:
+            run(be, a.hdims, a.seqlens, a.dtypes, a.causal, a.rep_ms, w, log, rows)
+        except KeyboardInterrupt:
+            print(f"interrupted after {len(rows)} points", flush=True)
     md = markdown(rows)
     with open(os.path.join(a.out, "peers.md"), "w") as f:
         f.write(f"Device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "

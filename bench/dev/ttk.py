@@ -55,7 +55,16 @@ class Kernels:
             if os.path.exists(path):
                 data = open(path, "rb").read()
         if data is None:
-            data = self._compile(v, hdim, dtype, causal, fault, defines)
+            # No prebuilt cubin: CuPy's NVRTC compiles and loads it.
+            import cupy
+            mod = cupy.RawModule(code=open(os.path.join(ROOT, "src/kernels/sdpa_mma.cu")).read(),
+                                 options=self._options(v, hdim, dtype, causal, fault, defines))
+            f = mod.get_function("tt_sdpa_fwd_kernel")
+            fn = _P(f.ptr)
+            smem = space.smem_bytes(v[0], v[1], hdim, v[3], v[4])
+            _ck(_cuda.cuFuncSetAttribute(fn, 8, smem), f"smem attr {name}")
+            self.cache[name] = (fn, smem, mod, f)
+            return self.cache[name]
         mod = _P()
         buf = ctypes.create_string_buffer(data, len(data))
         _ck(_cuda.cuModuleLoadData(ctypes.byref(mod), buf), f"load {name}")
@@ -67,19 +76,15 @@ class Kernels:
         self.cache[name] = (fn, smem)
         return self.cache[name]
 
-    def _compile(self, v, hdim, dtype, causal, fault, defines):
-        import cupy  # noqa: F401
-        from cupy.cuda import nvrtc  # noqa: F401
-        import cupy.cuda.compiler as cc
+    @staticmethod
+    def _options(v, hdim, dtype, causal, fault, defines):
         bm, bn, w, st, lay, qr = v
-        src = open(os.path.join(ROOT, "src/kernels/sdpa_mma.cu")).read()
-        opts = ("-arch=sm_90", "-std=c++17", f"-I{os.path.join(ROOT, 'src/kernels')}",
+        return ("-arch=sm_90", "-std=c++17", f"-I{os.path.join(ROOT, 'src/kernels')}",
                 "-DTT_FAMILY=0", f"-DTT_BLOCK_M={bm}", f"-DTT_BLOCK_N={bn}",
                 f"-DTT_WARPS={w}", f"-DTT_STAGES={st}", f"-DTT_LAYOUT={lay}",
                 f"-DTT_Q_IN_REGS={qr}", f"-DTT_HEAD_DIM={hdim}", f"-DTT_DTYPE={dtype}",
                 f"-DTT_CAUSAL={causal}", f"-DTT_FAULT_INJECT={fault}",
                 *[f"-DTT_{d}" for d in defines.split(",") if d])
-        return cc.compile_using_nvrtc(src, opts, arch="sm_90", cubin=True)  # noqa
 
     def sdpa(self, q, k, v, is_causal=False, scale=None, variant=None, out=None,
              lse=None, fault=0, defines=""):
@@ -89,7 +94,7 @@ class Kernels:
         dt = {torch.float16: 0, torch.bfloat16: 1}[q.dtype]
         if variant is None:
             variant = (64, 64, 4, 2, 1, 0)
-        fn, smem = self.function(variant, D, dt, int(bool(is_causal)), fault, defines)
+        fn, smem = self.function(variant, D, dt, int(bool(is_causal)), fault, defines)[:2]
         if out is None:
             out = torch.empty_like(q)
         if lse is None:
