@@ -1,0 +1,47 @@
+/*
+ * The pure arithmetic of the measurement worker (tiletune-worker): timing
+ * statistics and the successive-halving rule of the fast search mode.
+ * No GPU, no I/O: unit-tested in tests/worker/.
+ */
+#ifndef TT_TUNER_WORKER_SEARCH_H
+#define TT_TUNER_WORKER_SEARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tt_wstats {
+    double median_ms, min_ms;
+    double spread; /* (p80 - p20) / median */
+    int reps;
+} tt_wstats;
+
+/* Statistics of `n` >= 1 launch times (ms). Sorts `t` in place. */
+int tt_wstats_of(float *t, int n, tt_wstats *out);
+
+/* TFLOP/s of one launch: 4·B·H·Lq·Lk·D / t, halved for causal (PyTorch's
+ * top-left mask over a square problem computes about half the scores). */
+double tt_wtflops(int64_t batch, int64_t heads, int64_t lq, int64_t lk, int64_t d, int causal,
+                  double ms);
+
+/* The benchmark's problem rule for a key: 16384 tokens (batch·seqlen_q) and
+ * heads·head_dim = 2048, at least one of each. A job's non-zero batch/heads
+ * win. */
+void tt_wproblem(int64_t seqlen_q, int32_t head_dim, int32_t job_batch, int32_t job_heads,
+                 int32_t *batch, int32_t *heads);
+
+/* Timed repetitions for one variant: enough launches to fill budget_ms
+ * given one launch of t1_ms, within [min_reps, max_reps]. */
+int tt_wreps(double t1_ms, double budget_ms, int min_reps, int max_reps);
+
+/*
+ * One round of successive halving. `median[i]` is candidate i's median
+ * time, or a negative value for a candidate already out (it stays out).
+ * keep[i] is set to 1 for a live candidate that is among the best
+ * ceil(m/2) of the m live ones and (cut > 0) within `cut` of the best
+ * (0.15 = 15% slower at most), and for any within `tie` of the best (a
+ * variant at the noise level of the best is not dropped on a coin flip).
+ * The best two are always kept. Returns how many are kept.
+ */
+int tt_whalve(const double *median, int n, double tie, double cut, int *keep);
+
+#endif
