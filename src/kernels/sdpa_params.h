@@ -38,7 +38,8 @@ typedef struct tt_sdpa_params {
     tt_i64 o_batch_stride, o_head_stride, o_row_stride;
     tt_i64 lse_batch_stride, lse_head_stride; /* row stride is 1 */
     int batch, heads_q, heads_kv, seqlen_q, seqlen_k;
-    float scale;      /* softmax scale (1/sqrt(head_dim) by default) */
+    float scale;      /* softmax scale (1/sqrt(head_dim) by default); > 0: the
+                         kernel takes row maxima of the unscaled scores */
     float scale_log2; /* scale * log2(e): the kernel works in exp2 */
 } tt_sdpa_params;
 
