@@ -74,8 +74,11 @@ found=$(sed -n 's/^tiletune_DIR:PATH=//p' "$tmp/cmake-build/CMakeCache.txt")
 "$cmake" --build "$tmp/cmake-build" >"$tmp/build.log" 2>&1 ||
     { cat "$tmp/build.log"; fail "building the find_package consumer failed"; }
 # CMake's build RPATH points at the imported library: check it is ours.
-ldd "$tmp/cmake-build/consumer" | grep -q "$prefix/$libdir/libtiletune.so.$soversion" ||
-    { ldd "$tmp/cmake-build/consumer"; fail "find_package consumer does not load the installed library"; }
+# (Into a variable first: grep -q would close the pipe on ldd, and
+# pipefail would turn its SIGPIPE into a failure.)
+libs=$(ldd "$tmp/cmake-build/consumer")
+grep -qF "$prefix/$libdir/libtiletune.so.$soversion" <<<"$libs" ||
+    { echo "$libs"; fail "find_package consumer does not load the installed library"; }
 "$tmp/cmake-build/consumer" "$nosock" >"$tmp/out-cmake" || fail "find_package consumer exited $?"
 check_output cmake "$tmp/out-cmake"
 
