@@ -118,7 +118,15 @@ class TiletuneBackend:
 
     @staticmethod
     def name(v):
-        return str(v)
+        """"family=mma,block_m=128,block_n=64,warps=4,stages=1,layout=swizzle,
+        q_in_regs=0" -> "128x64w4s1sw", the dev backend's form."""
+        k = dict(kv.split("=", 1) for kv in str(v).split(","))
+        try:
+            return (f"{k['block_m']}x{k['block_n']}w{k['warps']}s{k['stages']}"
+                    f"{'sw' if k['layout'] in ('swizzle', '1') else 'pad'}"
+                    f"{'q' if k['q_in_regs'] == '1' else ''}")
+        except KeyError:
+            return str(v)
 
 
 def bench(fn, rep_ms):
