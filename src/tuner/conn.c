@@ -100,6 +100,23 @@ static void flush(tt_conn *c, tt_buf *out) {
         tt_buf_free(out);
         return;
     }
+    /* Most replies fit the socket buffer: write them now. uv_write would
+     * also get there, but its completion re-arms the fd in epoll (one
+     * epoll_ctl per reply) and costs a request allocation. A paused
+     * connection keeps uv_write: its completion is what resumes reading. */
+    if (c->queued == 0 && !c->paused && !out->oom) {
+        uv_buf_t b0 = uv_buf_init(out->data, (unsigned)out->len);
+        int n = uv_try_write((uv_stream_t *)&c->pipe, &b0, 1);
+        if (n == (int)out->len) {
+            tt_buf_reset(out);
+            tt_buf_free(out);
+            return;
+        }
+        if (n > 0) {
+            memmove(out->data, out->data + n, out->len - (size_t)n);
+            out->len -= (size_t)n;
+        }
+    }
     wreq *w = malloc(sizeof *w);
     if (!w || out->oom) {
         free(w);

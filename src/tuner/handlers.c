@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conn.h"
 #include "fleet_shard.h"
@@ -102,6 +103,14 @@ static void h_ping(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     tt_buf_append(out, "OK pong\n", 8);
 }
 
+static char *put_u64(char *p, uint64_t v) {
+    char tmp[24], *t = tmp + sizeof tmp;
+    do *--t = (char)('0' + v % 10); while ((v /= 10));
+    size_t n = (size_t)(tmp + sizeof tmp - t);
+    memcpy(p, t, n);
+    return p + n;
+}
+
 static void h_lookup(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     tt_key key;
     if (read_key(d, m, &key, out) < 0) return;
@@ -117,10 +126,26 @@ static void h_lookup(tt_daemon *d, const tt__msg *m, tt_buf *out) {
         return;
     }
     d->stats.lookups[r.match]++;
-    tt_buf_printf(out, "OK match=%s config=%s seqlen_q=%lld seqlen_k=%lld", tt_match_name(r.match),
-                  cfg, (long long)r.seqlen_q, (long long)r.seqlen_k);
-    if (r.match != TT_MATCH_DEFAULT) tt_buf_printf(out, " tflops=%.2f", r.tflops);
-    tt_buf_append(out, "\n", 1);
+    /* Built by appends, not printf: this is the daemon's hottest reply. */
+    char line[TT_CONFIG_TEXT_MAX + 160], *p = line;
+    p = stpcpy(p, "OK match=");
+    p = stpcpy(p, tt_match_name(r.match));
+    p = stpcpy(p, " config=");
+    p = stpcpy(p, cfg);
+    p = stpcpy(p, " seqlen_q=");
+    p = put_u64(p, (uint64_t)r.seqlen_q);
+    p = stpcpy(p, " seqlen_k=");
+    p = put_u64(p, (uint64_t)r.seqlen_k);
+    if (r.match != TT_MATCH_DEFAULT && r.tflops >= 0 && r.tflops < 1e12) {
+        uint64_t c = (uint64_t)(r.tflops * 100 + 0.5); /* %.2f */
+        p = stpcpy(p, " tflops=");
+        p = put_u64(p, c / 100);
+        *p++ = '.';
+        *p++ = (char)('0' + c / 10 % 10);
+        *p++ = (char)('0' + c % 10);
+    }
+    *p++ = '\n';
+    tt_buf_append(out, line, (size_t)(p - line));
 }
 
 static int job_counts(tt_daemon *d, tt_job_counts *jc, tt_buf *out) {
@@ -206,12 +231,18 @@ static int parse_list(tt_daemon *d, const char *name, const char *s, int64_t min
     }
 }
 
+static void h_tune_stale(tt_daemon *d, const tt__msg *m, tt_buf *out);
+
 static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
     static const char *const allowed[] = {"dtype", "hdim", "causal", "seqlen", "seqlen_k",
                                           "mode",  "batch", "heads", "gpu", "shard", NULL};
     static const char *const required[] = {"dtype", "hdim", "seqlen", NULL};
     static const char *const numbers[] = {"batch", "heads", NULL};
     if (need_admin(d, c, "TUNE", out) < 0) return;
+    if (tt__msg_get(m, "stale")) {
+        h_tune_stale(d, m, out);
+        return;
+    }
     if (check_fields(d, m, allowed, required, out) < 0 || check_numbers(d, m, numbers, out) < 0) return;
 
     int64_t dt[LIST_MAX], hd[LIST_MAX], ca[LIST_MAX], sq[LIST_MAX], sk[LIST_MAX];
@@ -376,6 +407,175 @@ static void h_cancel(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
     tt_buf_printf(out, "OK job=%lld state=cancelled\n", (long long)id);
 }
 
+/* ---- issue 4: TUNE stale=1 and the JOB progress verb ------------------------------- */
+
+typedef struct stale_ctx {
+    tt_key *keys;
+    int n, cap;
+} stale_ctx;
+
+static int add_stale(void *ud, const tt_key *key) {
+    stale_ctx *x = ud;
+    if (x->n == x->cap) {
+        int cap = x->cap ? 2 * x->cap : 64;
+        tt_key *k = realloc(x->keys, (size_t)cap * sizeof *k);
+        if (!k) return TT_ERR_NOMEM;
+        x->keys = k;
+        x->cap = cap;
+    }
+    x->keys[x->n++] = *key;
+    return x->n >= JOB_KEYS_MAX ? 1 : 0;
+}
+
+/* TUNE stale=1: a job of every key whose winner is from another kernel
+ * revision than the workers' (tt_store_stale_keys), for the daemon's GPU
+ * model (or gpu=). */
+static void h_tune_stale(tt_daemon *d, const tt__msg *m, tt_buf *out) {
+    static const char *const allowed[] = {"stale", "mode", "batch", "heads", "gpu", NULL};
+    static const char *const numbers[] = {"stale", "batch", "heads", NULL};
+    if (check_fields(d, m, allowed, NULL, out) < 0 || check_numbers(d, m, numbers, out) < 0) return;
+    int64_t v, batch = 0, heads = 0;
+    const char *s = tt__msg_get(m, "stale");
+    if (tt__parse_i64(s, 1, 1, &v) < 0) {
+        ERR(RANGE, "stale must be 1");
+        return;
+    }
+    tt_job_mode mode = TT_JOB_EXHAUSTIVE;
+    if ((s = tt__msg_get(m, "mode")) && tt_job_mode_parse(s, &mode) < 0) {
+        ERR(UNSUPPORTED, "mode must be exhaustive or fast");
+        return;
+    }
+    if ((s = tt__msg_get(m, "batch")) && tt__parse_i64(s, 1, 1 << 20, &batch) < 0) {
+        ERR(RANGE, "batch out of range 1..%d", 1 << 20);
+        return;
+    }
+    if ((s = tt__msg_get(m, "heads")) && tt__parse_i64(s, 1, 4096, &heads) < 0) {
+        ERR(RANGE, "heads out of range 1..4096");
+        return;
+    }
+    const char *gpu = tt__msg_get(m, "gpu");
+    if (gpu && !tt__is_hex_id(gpu)) {
+        ERR(FIELD, "gpu must be a hex fingerprint");
+        return;
+    }
+    const char *rev = tt_daemon_rev(d);
+    stale_ctx x = {NULL, 0, 0};
+    int rc = tt_store_stale_keys(d->store, rev, gpu ? gpu : tt_daemon_gpu(d), add_stale, &x);
+    if (rc < 0) {
+        free(x.keys);
+        ERR(DB, "%s", rc == TT_ERR_NOMEM ? "out of memory" : tt_store_errmsg(d->store));
+        return;
+    }
+    if (x.n == 0) {
+        free(x.keys);
+        ERR(NOTFOUND, "no stale keys: every tuned key is for kernel revision %s", rev);
+        return;
+    }
+    int64_t id;
+    tt_job_info info;
+    rc = tt_store_job_create(d->store, x.keys, x.n, mode, (int32_t)batch, (int32_t)heads, &id);
+    free(x.keys);
+    if (rc < 0 || tt_store_job_get(d->store, id, &info) < 0) {
+        ERR(DB, "%s", tt_store_errmsg(d->store));
+        return;
+    }
+    d->stats.jobs_created++;
+    tt_info("queued job %lld: %lld stale keys, %s", (long long)id, (long long)info.keys, tt_job_mode_name(mode));
+    tt_buf_printf(out, "OK job=%lld keys=%lld\n", (long long)id, (long long)info.keys);
+    tt_supervisor_kick(d->sup);
+}
+
+typedef struct progress_ctx {
+    tt_daemon *d;
+    tt_buf body;
+    int n;
+    int64_t measured, first_claim;
+    double w_done, w_left;  /* keys weighted by their cost, for the ETA */
+    double best_tflops;     /* the fastest winner among the job's keys */
+    char best_key[160], best_cfg[TT_CONFIG_TEXT_MAX];
+} progress_ctx;
+
+/* A key's share of a job's time: its attention work plus a fixed part
+ * (compiles, checks, launch overheads dominate keys below ~4096). */
+static double key_weight(const tt_key *k) {
+    double work = (double)k->seqlen_q * (double)k->seqlen_k * (k->causal ? 0.5 : 1.0);
+    return work + 4096.0 * 4096.0;
+}
+
+static int add_progress(void *ud, const tt_jkey_progress *p) {
+    progress_ctx *x = ud;
+    tt_key k = p->key;
+    if (!k.gpu[0]) snprintf(k.gpu, sizeof k.gpu, "%s", tt_daemon_gpu(x->d));
+    if (!k.rev[0]) snprintf(k.rev, sizeof k.rev, "%s", tt_daemon_rev(x->d));
+    char keytext[200];
+    tt__key_format(&p->key, keytext, sizeof keytext);
+    tt_buf_printf(&x->body, "seq=%d state=%s %s measured=%lld", (int)p->seq, tt_jkey_state_name(p->state),
+                  keytext, (long long)p->measured);
+    tt_lookup_result r;
+    if (k.gpu[0] && tt_index_lookup(x->d->index, &k, &r) == 0 && r.match == TT_MATCH_EXACT) {
+        char cfg[TT_CONFIG_TEXT_MAX];
+        if (tt_config_format(&r.config, cfg, sizeof cfg) >= 0) {
+            tt_buf_printf(&x->body, " tflops=%.2f config=%s", r.tflops, cfg);
+            if (r.tflops > x->best_tflops) {
+                x->best_tflops = r.tflops;
+                snprintf(x->best_cfg, sizeof x->best_cfg, "%s", cfg);
+                snprintf(x->best_key, sizeof x->best_key, "%s/%d/%s/%lld", tt__dtype_name(k.dtype),
+                         (int)k.head_dim, k.causal ? "causal" : "full", (long long)k.seqlen_q);
+            }
+        }
+    }
+    tt_buf_append(&x->body, "\n", 1);
+    x->n++;
+    x->measured += p->measured;
+    if (p->claimed_at > 0 && (x->first_claim == 0 || p->claimed_at < x->first_claim)) x->first_claim = p->claimed_at;
+    if (p->state == TT_JKEY_DONE || p->state == TT_JKEY_FAILED) x->w_done += key_weight(&p->key);
+    else if (p->state == TT_JKEY_PENDING || p->state == TT_JKEY_RUNNING) x->w_left += key_weight(&p->key);
+    return 0;
+}
+
+/* JOB job=N: one job's progress for `tiletune watch`: counts, variants
+ * measured, elapsed time and an ETA, the best winner so far, then one line
+ * per key (docs/protocol.md). */
+static void h_job(tt_daemon *d, const tt__msg *m, tt_buf *out) {
+    static const char *const allowed[] = {"job", NULL};
+    if (check_fields(d, m, allowed, allowed, out) < 0 || check_numbers(d, m, allowed, out) < 0) return;
+    int64_t id;
+    if (tt__parse_i64(tt__msg_get(m, "job"), 1, INT64_MAX, &id) < 0) {
+        ERR(RANGE, "job must be a positive number");
+        return;
+    }
+    tt_job_info j;
+    int rc = tt_store_job_get(d->store, id, &j);
+    if (rc == TT_ERR_NOTFOUND) {
+        ERR(NOTFOUND, "no job %lld", (long long)id);
+        return;
+    }
+    progress_ctx x;
+    memset(&x, 0, sizeof x);
+    x.d = d;
+    tt_buf_init(&x.body);
+    if (rc < 0 || tt_store_job_progress(d->store, id, tt_daemon_gpu(d), tt_daemon_rev(d), add_progress, &x) < 0) {
+        tt_buf_free(&x.body);
+        ERR(DB, "%s", tt_store_errmsg(d->store));
+        return;
+    }
+    int finished = j.state == TT_JOB_DONE || j.state == TT_JOB_FAILED || j.state == TT_JOB_CANCELLED;
+    int64_t now = (int64_t)time(NULL), end = finished ? j.updated_at : now;
+    int64_t elapsed = x.first_claim > 0 && end > x.first_claim ? end - x.first_claim : 0;
+    /* -1: no estimate yet (nothing finished) or nothing left */
+    int64_t eta = !finished && x.w_done > 0 && x.w_left > 0 ? (int64_t)(elapsed * x.w_left / x.w_done + 0.5) : -1;
+    tt_buf_printf(out, "OK job=%lld state=%s mode=%s keys=%lld done=%lld failed=%lld running=%lld measured=%lld "
+                       "created=%lld elapsed_s=%lld eta_s=%lld",
+                  (long long)j.id, tt_job_state_name(j.state), tt_job_mode_name(j.mode), (long long)j.keys,
+                  (long long)(j.done + j.failed), (long long)j.failed, (long long)j.running, (long long)x.measured,
+                  (long long)j.created_at, (long long)elapsed, (long long)eta);
+    if (x.best_tflops > 0)
+        tt_buf_printf(out, " best_tflops=%.2f best_key=%s best_config=%s", x.best_tflops, x.best_key, x.best_cfg);
+    tt_buf_printf(out, " lines=%d\n", x.n);
+    tt_buf_append(out, x.body.data, x.body.len);
+    tt_buf_free(&x.body);
+}
+
 static void h_forget(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
     if (need_admin(d, c, "FORGET", out) < 0) return;
     tt_key key;
@@ -420,6 +620,7 @@ int tt_handle_line(tt_daemon *d, tt_conn *c, char *line, size_t len, tt_buf *out
     case TT_VERB_FORGET: h_forget(d, c, &m, out); break;
     case TT_VERB_IMPORT: return tt_handle_import(d, c, &m, out);
     case TT_VERB_EXPORT: tt_handle_export(d, &m, out); break;
+    case TT_VERB_JOB: h_job(d, &m, out); break;
     default: tt_handle_error(d, out, TT_ERRC_VERB, "unknown verb '%.32s'", m.verb); break;
     }
     return TT_HANDLE_OK;
