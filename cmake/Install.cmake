@@ -23,11 +23,9 @@ if(TARGET tiletuned)
 endif()
 
 # The daemon starts its measurement worker from its own directory.
-foreach(worker tiletune_worker tiletune-worker)
-  if(TARGET ${worker})
-    install(TARGETS ${worker} RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
-  endif()
-endforeach()
+if(TARGET tiletune_worker)
+  install(TARGETS tiletune_worker RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
+endif()
 
 if(TARGET tiletune_cli)
   install(TARGETS tiletune_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -110,6 +110,21 @@ if [[ -f $readme ]]; then
     echo "builds with -Wall -Wextra -Werror and runs"
 fi
 
+# The installed Python package loads the installed library (python3 cannot
+# load an ASan-instrumented one).
+pkg=$prefix/share/tiletune/python
+if [[ -f $pkg/tiletune/__init__.py && -z $san ]] && command -v python3 >/dev/null; then
+    echo "== installed Python package"
+    out=$(PYTHONPATH=$pkg TILETUNE_LIB=$prefix/$libdir/libtiletune.so.$soversion python3 -c '
+import tiletune
+print(tiletune.library_path())
+print(tiletune.default_config(head_dim=128, dtype="fp16", causal=True, seqlen_q=4096))') ||
+        fail "the installed Python package does not load"
+    echo "$out"
+    [[ $(sed -n 2p <<<"$out") == "$(sed -n 's/^default=//p' "$tmp/out-pc")" ]] ||
+        fail "Python's default config differs from C's"
+fi
+
 # The installed daemon and CLI run from the prefix (no build-tree RPATH
 # left behind) and talk to each other.
 daemon=$prefix/$sbindir/tiletuned cli=$prefix/$bindir/tiletune
