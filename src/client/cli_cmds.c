@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cli_fleet.h"
@@ -190,15 +191,19 @@ static int cmd_lookup(cli *c) {
 /* ---- tune ------------------------------------------------------------------ */
 
 static const cli_opt tune_opts[] = {
-    {"seqlen", "LIST", "sequence lengths, comma-separated (e.g. 512,1024,4096)", 1},
-    {"hdim", "LIST", "head dimensions, comma-separated (32,64,96,128,256)", 1},
-    {"dtype", "LIST", "fp16, bf16 or fp16,bf16", 1},
-    {"causal", "WHICH", "no, yes or both", 1},
+    {"seqlen", "LIST", "sequence lengths, comma-separated (e.g. 512,1024,4096)", 0},
+    {"hdim", "LIST", "head dimensions, comma-separated (32,64,96,128,256)", 0},
+    {"dtype", "LIST", "fp16, bf16 or fp16,bf16", 0},
+    {"causal", "WHICH", "no, yes or both", 0},
+    {"default-grid", NULL, "the node's default grid: seqlen 128..32768 (powers of 2), hdim 64,128,256, fp16+bf16, causal both", 0},
+    {"stale", NULL, "re-tune every key whose winner is from another kernel revision", 0},
     {"mode", "M", "exhaustive (default) or fast", 0},
     {"batch", "N", "batch size to measure with (default: the daemon's rule)", 0},
     {"heads", "N", "heads to measure with (default: the daemon's rule)", 0},
     {"gpu", "HEX", "GPU fingerprint (default: the daemon's GPU)", 0},
     {"shard", "I/N", "only shard I of N of the grid, for a fleet (docs/fleet.md)", 0},
+    {"wait", NULL, "wait for the job and show its progress (as 'tiletune watch')", 0},
+    {"json", NULL, "with --wait: JSON events, one per line", 0},
     {NULL}};
 
 /* A comma list whose items all pass `ok`; usage error otherwise. */
@@ -228,17 +233,33 @@ static int ok_dtype(const char *s) {
     return tt__dtype_parse(s, &d) == 0;
 }
 
+static int watch_job(cli *c, int64_t job, int json, int interval_ms);
+
+/* The default grid of a node (issue 4): what `setup-and-run` pre-tunes. */
+#define DEFAULT_GRID "dtype=fp16,bf16 hdim=64,128,256 causal=0,1 " \
+                     "seqlen=128,256,512,1024,2048,4096,8192,16384,32768"
+
 static int cmd_tune(cli *c) {
     int rc;
-    if ((rc = check_list(c, "seqlen", ok_seqlen)) || (rc = check_list(c, "hdim", ok_hdim)) ||
-        (rc = check_list(c, "dtype", ok_dtype)))
+    int grid = cli_opt_val(c, "default-grid") != NULL, stale = cli_opt_val(c, "stale") != NULL;
+    const char *lists[] = {"seqlen", "hdim", "dtype", "causal"};
+    int given = 0;
+    for (int i = 0; i < 4; i++) given += cli_opt_val(c, lists[i]) != NULL;
+    if (grid + stale + (given > 0) > 1)
+        return cli_usage(c, "give one of --default-grid, --stale, or --seqlen/--hdim/--dtype/--causal");
+    if (!grid && !stale && given < 4)
+        return cli_usage(c, "tune needs --seqlen, --hdim, --dtype and --causal (or --default-grid or --stale)");
+    if (stale && cli_opt_val(c, "shard")) return cli_usage(c, "--stale takes no --shard");
+    if (cli_opt_val(c, "json") && !cli_opt_val(c, "wait")) return cli_usage(c, "--json goes with --wait");
+    if (!grid && !stale && ((rc = check_list(c, "seqlen", ok_seqlen)) || (rc = check_list(c, "hdim", ok_hdim)) ||
+                            (rc = check_list(c, "dtype", ok_dtype))))
         return rc;
-    const char *causal = cli_opt_val(c, "causal");
-    const char *cl = strcmp(causal, "no") == 0 ? "0"
-                     : strcmp(causal, "yes") == 0          ? "1"
-                     : strcmp(causal, "both") == 0         ? "0,1"
-                                                           : NULL;
-    if (!cl) return cli_usage(c, "--causal must be no, yes or both, not '%s'", causal);
+    const char *cl = NULL;
+    if (!grid && !stale) {
+        const char *causal = cli_opt_val(c, "causal");
+        cl = strcmp(causal, "no") == 0 ? "0" : strcmp(causal, "yes") == 0 ? "1" : strcmp(causal, "both") == 0 ? "0,1" : NULL;
+        if (!cl) return cli_usage(c, "--causal must be no, yes or both, not '%s'", causal);
+    }
     const char *mode = cli_opt_val(c, "mode");
     if (mode && strcmp(mode, "exhaustive") != 0 && strcmp(mode, "fast") != 0)
         return cli_usage(c, "--mode must be exhaustive or fast, not '%s'", mode);
@@ -249,7 +270,11 @@ static int cmd_tune(cli *c) {
     if (gpu && !tt__is_hex_id(gpu)) return cli_usage(c, "--gpu must be 1..32 lower-case hex digits");
 
     char line[TT_LINE_MAX + 64];
-    int n = snprintf(line, sizeof line, "TUNE dtype=%s hdim=%s causal=%s seqlen=%s", cli_opt_val(c, "dtype"),
+    int n;
+    if (grid) n = snprintf(line, sizeof line, "TUNE " DEFAULT_GRID);
+    else if (stale) n = snprintf(line, sizeof line, "TUNE stale=1");
+    else
+        n = snprintf(line, sizeof line, "TUNE dtype=%s hdim=%s causal=%s seqlen=%s", cli_opt_val(c, "dtype"),
                      cli_opt_val(c, "hdim"), cl, cli_opt_val(c, "seqlen"));
     const char *extra[] = {"mode", "batch", "heads", "gpu", "shard"};
     for (int i = 0; i < 5; i++)
@@ -259,8 +284,15 @@ static int cmd_tune(cli *c) {
     tt__reply r;
     if (cli_request(c, line, &r)) return CLI_FAIL;
     const char *job = tt__msg_get(&r.msg, "job"), *keys = tt__msg_get(&r.msg, "keys");
-    printf("job %s queued: %s keys\n", job ? job : "?", keys ? keys : "?");
+    int64_t id = 0;
+    if (!job || tt__parse_i64(job, 1, INT64_MAX, &id) < 0) {
+        tt__reply_free(&r);
+        return cli_fail("the daemon's TUNE reply lacks a job number");
+    }
+    if (!cli_opt_val(c, "json"))
+        printf("job %s queued: %s keys%s\n", job, keys ? keys : "?", stale ? " (stale)" : "");
     tt__reply_free(&r);
+    if (cli_opt_val(c, "wait")) return watch_job(c, id, cli_opt_val(c, "json") != NULL, 1000);
     /* Say plainly when the job cannot start (e.g. no GPU): a queued job
      * that silently never runs is the worst outcome of a tune command. */
     if (cli_request(c, "STATUS", &r) == 0) {
@@ -381,6 +413,151 @@ static int cmd_forget(cli *c) {
     return 0;
 }
 
+/* ---- watch ------------------------------------------------------------------ */
+
+static const cli_opt watch_opts[] = {
+    {"json", NULL, "JSON events, one per line (progress, key, finished)", 0},
+    {"interval", "MS", "how often to ask the daemon (default 1000)", 0},
+    {NULL}};
+
+static void fmt_secs(int64_t s, char *buf, size_t len) {
+    if (s < 0) snprintf(buf, len, "?");
+    else if (s < 60) snprintf(buf, len, "%llds", (long long)s);
+    else if (s < 3600) snprintf(buf, len, "%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
+    else snprintf(buf, len, "%lldh%02lldm", (long long)(s / 3600), (long long)(s % 3600 / 60));
+}
+
+static int64_t field_i64(const tt__msg *m, const char *k) {
+    int64_t v;
+    const char *s = tt__msg_get(m, k);
+    return s && tt__parse_i64(s, INT64_MIN, INT64_MAX, &v) == 0 ? v : -1;
+}
+
+/* Polls JOB until the job finishes: a redrawn bar on a terminal, a plain
+ * line per change otherwise, or JSON events. 0 when every key was
+ * measured, 1 when some failed, the job was cancelled, or tuning cannot
+ * run here (no GPU). */
+static int watch_job(cli *c, int64_t job, int json, int interval_ms) {
+    int tty = !json && isatty(STDOUT_FILENO);
+    char req[64], last[512] = "";
+    snprintf(req, sizeof req, "JOB job=%lld", (long long)job);
+    unsigned char *seen = NULL; /* per key: 1 once its finish was reported */
+    size_t nseen = 0;
+    int rc = 0, waited_nogpu = 0;
+    for (;;) {
+        tt__reply r;
+        if (cli_request(c, req, &r)) {
+            rc = CLI_FAIL;
+            break;
+        }
+        const tt__msg *m = &r.msg;
+        const char *state = tt__msg_get(m, "state");
+        int64_t keys = field_i64(m, "keys"), done = field_i64(m, "done"), failed = field_i64(m, "failed");
+        int64_t measured = field_i64(m, "measured"), eta = field_i64(m, "eta_s"), el = field_i64(m, "elapsed_s");
+        const char *bt = tt__msg_get(m, "best_tflops"), *bk = tt__msg_get(m, "best_key");
+        int finished = state && (strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 ||
+                                 strcmp(state, "cancelled") == 0);
+        if (json) {
+            if ((size_t)r.nbody > nseen) {
+                unsigned char *ns = realloc(seen, (size_t)r.nbody);
+                if (ns) {
+                    memset(ns + nseen, 0, (size_t)r.nbody - nseen);
+                    seen = ns;
+                    nseen = (size_t)r.nbody;
+                }
+            }
+            for (int i = 0; i < r.nbody && (size_t)i < nseen; i++) {
+                if (seen[i] || (!strstr(r.body[i], "state=done") && !strstr(r.body[i], "state=failed"))) continue;
+                seen[i] = 1;
+                size_t len = strlen(r.body[i]);
+                char *ln = malloc(len + 3);
+                tt__msg km;
+                const char *perr;
+                if (!ln) continue;
+                memcpy(ln, "K ", 2);
+                memcpy(ln + 2, r.body[i], len + 1);
+                if (tt__proto_parse(ln, len + 2, &km, &perr) == 0) {
+                    json_t *o = cli_json_fields(&km);
+                    json_object_set_new(o, "event", json_string("key"));
+                    json_object_set_new(o, "job", json_integer((json_int_t)job));
+                    char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                    if (txt) puts(txt);
+                    free(txt);
+                    json_decref(o);
+                }
+                free(ln);
+            }
+        }
+        char now[512];
+        snprintf(now, sizeof now, "%s %lld %lld %lld %s", state ? state : "?", (long long)done,
+                 (long long)measured, (long long)failed, bt ? bt : "");
+        if (json && strcmp(now, last) != 0) {
+            json_t *o = cli_json_fields(m);
+            json_object_set_new(o, "event", json_string(finished ? "finished" : "progress"));
+            char *txt = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            if (txt) puts(txt);
+            free(txt);
+            json_decref(o);
+        } else if (tty) {
+            char e[32], b[160] = "";
+            fmt_secs(finished ? el : eta, e, sizeof e);
+            if (bt) snprintf(b, sizeof b, "  best %s TFLOP/s (%s)", bt, bk ? bk : "?");
+            int width = 30, fill = keys > 0 ? (int)(width * done / keys) : 0;
+            char bar[64];
+            for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+            bar[width] = '\0';
+            printf("\r\033[K[%s] %lld/%lld keys  %lld variants  %s %s%s", bar, (long long)done, (long long)keys,
+                   (long long)measured, finished ? "took" : "ETA", e, b);
+        } else if (strcmp(now, last) != 0) {
+            char e[32];
+            fmt_secs(eta, e, sizeof e);
+            printf("job %lld %s: %lld/%lld keys, %lld variants measured, %lld failed, eta %s", (long long)job,
+                   state ? state : "?", (long long)done, (long long)keys, (long long)measured,
+                   (long long)failed, finished ? "-" : e);
+            if (bt) printf(", best %s TFLOP/s (%s)", bt, bk ? bk : "?");
+            putchar('\n');
+        }
+        fflush(stdout);
+        snprintf(last, sizeof last, "%s", now);
+        if (finished) {
+            if (tty) putchar('\n');
+            rc = strcmp(state, "done") == 0 ? 0 : CLI_FAIL;
+            if (!json && rc)
+                fprintf(stderr, "tiletune: job %lld %s (%lld keys failed)\n", (long long)job, state, (long long)failed);
+            tt__reply_free(&r);
+            break;
+        }
+        tt__reply_free(&r);
+        /* A node without a GPU never runs the job: say so rather than wait forever. */
+        if (cli_request(c, "STATUS", &r) == 0) {
+            const char *t = tt__msg_get(&r.msg, "tuning"), *why = tt__msg_get(&r.msg, "reason");
+            int nogpu = t && strcmp(t, "waiting") == 0 && why && strcmp(why, "no-gpu") == 0;
+            tt__reply_free(&r);
+            if (nogpu && ++waited_nogpu >= 3) {
+                if (tty) putchar('\n');
+                if (json) puts("{\"event\":\"waiting\",\"reason\":\"no-gpu\"}");
+                fprintf(stderr, "tiletune: tuning cannot run here (no GPU); job %lld stays queued\n", (long long)job);
+                rc = CLI_FAIL;
+                break;
+            }
+            if (!nogpu) waited_nogpu = 0;
+        }
+        struct timespec ts = {interval_ms / 1000, (long)(interval_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    free(seen);
+    return rc;
+}
+
+static int cmd_watch(cli *c) {
+    int64_t id, iv = 1000;
+    if (tt__parse_i64(c->pos[0], 1, INT64_MAX, &id) < 0)
+        return cli_usage(c, "JOB must be a job number, not '%s'", c->pos[0]);
+    int rc;
+    if (cli_opt_val(c, "interval") && (rc = cli_int_opt(c, "interval", 50, 60000, &iv))) return rc;
+    return watch_job(c, id, cli_opt_val(c, "json") != NULL, (int)iv);
+}
+
 /* ---- the table ------------------------------------------------------------- */
 
 const cli_cmd cli_commands[] = {
@@ -395,9 +572,17 @@ const cli_cmd cli_commands[] = {
      lookup_opts, 0, 0, cmd_lookup},
     {"tune", "", "Queue a tuning job for every combination of the lists",
      "Needs root, the daemon's user or its admin group. Prints the job number;\n"
-     "'tiletune jobs' shows progress. With no GPU the job waits in the queue.",
+     "'tiletune watch JOB' (or --wait) shows progress. With no GPU the job waits\n"
+     "in the queue. --default-grid is the node's pre-tuning grid; --stale re-tunes\n"
+     "the keys tuned with an older kernel revision.",
      tune_opts, 0, 0, cmd_tune},
     {"jobs", "", "List queued and running tuning jobs", NULL, jobs_opts, 0, 0, cmd_jobs},
+    {"watch", "JOB", "Follow a tuning job's progress until it finishes",
+     "A progress bar on a terminal (keys done/total, variants measured, ETA, best\n"
+     "so far), plain lines otherwise, JSON events with --json. Exit status 0 when\n"
+     "every key was measured, 1 when some failed, the job was cancelled, or the\n"
+     "node has no GPU to tune on.",
+     watch_opts, 1, 1, cmd_watch},
     {"cancel", "JOB", "Cancel a queued or running job (admin)", NULL, cancel_opts, 1, 1, cmd_cancel},
     {"forget", "", "Delete the tuned winner of one key (admin); its measurements stay", NULL,
      forget_opts, 0, 0, cmd_forget},

@@ -9,7 +9,7 @@ static const char *const verb_upper[] = {
 };
 static const char *const verb_lower[] = {"hello", "ping", "lookup", "status", "stats",
                                          "tune",  "jobs", "cancel", "forget", "import",
-                                         "export", "other"};
+                                         "export", "job", "other"};
 static const char *const errc_names[] = {
 #define X(e, s) s,
     TT_ERRCS(X)

@@ -12,7 +12,7 @@
 #include "tiletune.h"
 
 /* The request verbs; TT_VERB_OTHER counts lines whose verb is unknown. */
-#define TT_VERBS(X) X(HELLO) X(PING) X(LOOKUP) X(STATUS) X(STATS) X(TUNE) X(JOBS) X(CANCEL) X(FORGET) X(IMPORT) X(EXPORT)
+#define TT_VERBS(X) X(HELLO) X(PING) X(LOOKUP) X(STATUS) X(STATS) X(TUNE) X(JOBS) X(CANCEL) X(FORGET) X(IMPORT) X(EXPORT) X(JOB)
 typedef enum tt_verb {
 #define X(v) TT_VERB_##v,
     TT_VERBS(X)

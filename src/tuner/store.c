@@ -78,6 +78,7 @@ enum {
     ST_JOB_RECOVER,
     ST_JOB_COUNTS,
     ST_STALE,
+    ST_JOB_PROGRESS, /* issue 4: JOB verb */
     ST_COUNT_
 };
 
@@ -451,6 +452,15 @@ static int prepare_all(tt_store *s) {
                         " FROM job j LEFT JOIN job_key k ON k.job_id = j.id"
                         " WHERE ?1 OR j.state IN ('queued', 'running') GROUP BY j.id ORDER BY j.id",
         [ST_JOB_KEYS] = "SELECT seq, " KEY_COLS ", state FROM job_key WHERE job_id = ? ORDER BY seq",
+        /* Measurements of each key since its job was made, by the index on
+         * measurement's key (every column an equality). */
+        [ST_JOB_PROGRESS] = "SELECT k.seq, k.gpu, k.rev, k.dtype, k.head_dim, k.causal, k.seqlen_q, k.seqlen_k,"
+                            " k.state, coalesce(k.claimed_at, 0), coalesce(k.finished_at, 0),"
+                            " (SELECT count(*) FROM measurement m WHERE m.gpu = coalesce(nullif(k.gpu, ''), ?2)"
+                            "   AND m.rev = coalesce(nullif(k.rev, ''), ?3) AND m.dtype = k.dtype"
+                            "   AND m.head_dim = k.head_dim AND m.causal = k.causal AND m.seqlen_q = k.seqlen_q"
+                            "   AND m.seqlen_k = k.seqlen_k AND m.measured_at >= j.created_at)"
+                            " FROM job_key k JOIN job j ON j.id = k.job_id WHERE k.job_id = ?1 ORDER BY k.seq",
         [ST_JOB_CANCEL] = "UPDATE job SET state = 'cancelled', updated_at = ?2"
                           " WHERE id = ?1 AND state IN ('queued', 'running')",
         [ST_JKEY_CANCEL] = "UPDATE job_key SET state = 'cancelled', finished_at = ?2"
@@ -1406,5 +1416,45 @@ int tt_store_job_counts(tt_store *s, tt_job_counts *out) {
     if (rc != SQLITE_DONE) ret = db_fail(s, rc, "job counts");
     sqlite3_reset(st);
     if (ret == 0) *out = c;
+    return ret;
+}
+
+/* ---- job progress (issue 4: the JOB verb) -------------------------------- */
+
+int tt_store_job_progress(tt_store *s, int64_t job_id, const char *gpu, const char *rev,
+                          tt_store_progress_cb cb, void *ud) {
+    if (!s || !cb) return TT_ERR_INVAL;
+    sqlite3_stmt *st = stmt(s, ST_JOB_PROGRESS);
+    int rc = sqlite3_bind_int64(st, 1, job_id);
+    if (!rc) rc = bind_text(st, 2, gpu ? gpu : "");
+    if (!rc) rc = bind_text(st, 3, rev ? rev : "");
+    if (rc) {
+        sqlite3_reset(st);
+        return db_fail(s, rc, "job progress");
+    }
+    int ret = 0, n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        tt_jkey_progress p;
+        memset(&p, 0, sizeof p);
+        int state = index_of(jkey_names, NNAMES(jkey_names), (const char *)sqlite3_column_text(st, 8));
+        if (read_key(st, 1, &p.key) < 0 || state < 0) {
+            set_err(s, "job progress: unreadable row");
+            ret = TT_ERR_CORRUPT;
+            break;
+        }
+        p.seq = sqlite3_column_int(st, 0);
+        p.state = (tt_jkey_state)state;
+        p.claimed_at = sqlite3_column_int64(st, 9);
+        p.finished_at = sqlite3_column_int64(st, 10);
+        p.measured = sqlite3_column_int64(st, 11);
+        n++;
+        if ((ret = cb(ud, &p)) != 0) break;
+    }
+    if (ret == 0 && rc != SQLITE_DONE) ret = db_fail(s, rc, "job progress");
+    sqlite3_reset(st);
+    if (ret == 0 && n == 0) {
+        set_err(s, "no job %lld", (long long)job_id);
+        ret = TT_ERR_NOTFOUND;
+    }
     return ret;
 }

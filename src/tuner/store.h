@@ -256,6 +256,22 @@ int tt_store_job_key_finish(tt_store *s, int64_t job_id, int32_t seq, tt_jkey_st
  */
 int tt_store_job_recover(tt_store *s, int64_t *requeued);
 
+/* Progress of one key of a job (issue 4: the JOB verb). */
+typedef struct tt_jkey_progress {
+    int32_t seq;
+    tt_key key; /* as queued: gpu/rev may be "" */
+    tt_jkey_state state;
+    int64_t measured;   /* measurements of the key stored since the job was made */
+    int64_t claimed_at; /* unix seconds; 0: not yet */
+    int64_t finished_at;
+} tt_jkey_progress;
+typedef int (*tt_store_progress_cb)(void *ud, const tt_jkey_progress *p);
+/* Every key of a job in seq order with its progress; keys queued without
+ * gpu/rev count the measurements of `gpu`/`rev` (the daemon's own).
+ * TT_ERR_NOTFOUND for an unknown job. */
+int tt_store_job_progress(tt_store *s, int64_t job_id, const char *gpu, const char *rev,
+                          tt_store_progress_cb cb, void *ud);
+
 typedef struct tt_job_counts {
     int64_t queued, running, done, failed, cancelled;
 } tt_job_counts;
