@@ -403,7 +403,13 @@ int cli_cmd_import(cli *c) {
                    "served here), %lld measurements not merged (history)\n",
                    (long long)v[4], (long long)v[5], (long long)v[6]);
     }
-    if (!dry && !v[7] && !rc) rc = cli_fail("%s: --strict and %lld bad records: nothing imported", path, (long long)v[3]);
+    /* 0 only for a file taken whole: a script must not mistake a partly
+     * refused table for a clean one. */
+    if (!rc && !dry && !v[7])
+        rc = cli_fail("%s: --strict and %lld bad records: nothing imported", path, (long long)v[3]);
+    else if (!rc && v[3] > 0)
+        rc = cli_fail("%s: %lld records rejected%s", path, (long long)v[3],
+                      dry ? "" : v[0] + v[1] ? "; the others were imported" : "; nothing imported");
     tt__reply_free(&r);
 out:
     free(body.p);

@@ -111,7 +111,7 @@ static char *fu_db_content(const char *db, int winners_only) {
 }
 
 /* A fresh temporary directory (mkdtemp) under /tmp. */
-static void fu_tmpdir(char *dir, size_t len) {
+__attribute__((unused)) static void fu_tmpdir(char *dir, size_t len) {
     snprintf(dir, len, "/tmp/ttfleet-XXXXXX");
     ASSERT(mkdtemp(dir));
 }
