@@ -5,6 +5,10 @@
 #   gpu      a fake GPU; every key gets variant B measured ok
 #   crash    dies (exit 3) right after TRY of variant A unless told to AVOID it
 #   garbage  answers a MEASURE with a line that breaks the grammar
+#   slow     every key: variant A measured, $TT_FAKE_DELAY seconds (default 1),
+#            then variant B (tests/worker: cancel, resume, progress)
+#   hang     goes silent after TRY of variant A unless told to AVOID it
+# $TT_FAKE_LOG, if set, gets the fields of every MEASURE, one line each.
 mode=${TT_FAKE_WORKER_MODE:-gpu}
 gpu=0
 while [ $# -gt 0 ]; do
@@ -33,6 +37,16 @@ while read -r verb rest; do
         read -r line
         avoided="$avoided ${line#AVOID config=}"
     done
+    [ -n "$TT_FAKE_LOG" ] && echo "$rest" >>"$TT_FAKE_LOG"
+    if [ "$mode" = hang ] && [[ "$avoided" != *"$A"* ]]; then
+        echo "TRY id=$id config=$A"
+        exec sleep 3600 # killed by the daemon for silence
+    fi
+    if [ "$mode" = slow ]; then
+        echo "TRY id=$id config=$A"
+        echo "RESULT id=$id status=ok config=$A time_ms=1.0 tflops=50 batch=4 heads=16 reps=20 spread=0.01"
+        sleep "${TT_FAKE_DELAY:-1}"
+    fi
     if [ "$mode" = crash ] && [[ "$avoided" != *"$A"* ]]; then
         echo "TRY id=$id config=$A"
         exit 3

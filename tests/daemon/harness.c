@@ -300,3 +300,25 @@ long long td_stat(int fd, const char *name) {
     }
     return value;
 }
+
+typedef struct failed_find {
+    tt_config want;
+    tt_meas_status st;
+} failed_find;
+
+static int find_failed(void *ud, const tt_config *cfg, tt_meas_status st) {
+    failed_find *f = ud;
+    if (tt_config_equal(cfg, &f->want)) f->st = st;
+    return 0;
+}
+
+int td_failed_status(const char *db, const tt_key *key, const char *cfg) {
+    tt_store *s;
+    char err[256];
+    failed_find f = {.st = TT_MEAS_OK};
+    if (tt_config_parse(cfg, &f.want) < 0) TT_FAIL_AT("bad config %s", cfg);
+    if (tt_store_open(db, &s, err, sizeof err) < 0) TT_FAIL_AT("open %s: %s", db, err);
+    if (tt_store_failed_configs(s, key, find_failed, &f) < 0) TT_FAIL_AT("failed configs: %s", tt_store_errmsg(s));
+    tt_store_close(s);
+    return (int)f.st;
+}

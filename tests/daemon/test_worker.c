@@ -108,13 +108,6 @@ TEST(fake_gpu_results_land_in_lookup) {
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
 }
 
-static int find_a(void *ud, const tt_config *cfg, tt_meas_status st) {
-    tt_config a;
-    tt_config_parse(CFG_A, &a);
-    if (tt_config_equal(cfg, &a)) *(tt_meas_status *)ud = st;
-    return 0;
-}
-
 TEST(worker_dying_on_a_variant_is_restarted_and_the_variant_recorded) {
     td t;
     td_init(&t);
@@ -131,9 +124,6 @@ TEST(worker_dying_on_a_variant_is_restarted_and_the_variant_recorded) {
     ASSERT_STREQ(td_req(fd, "PING"), "OK pong");
     close(fd);
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
-    tt_store *s;
-    char err[256];
-    ASSERT_OK(tt_store_open(t.db, &s, err, sizeof err));
     tt_key k;
     memset(&k, 0, sizeof k);
     k.dtype = TT_DTYPE_BF16;
@@ -141,10 +131,7 @@ TEST(worker_dying_on_a_variant_is_restarted_and_the_variant_recorded) {
     k.seqlen_q = k.seqlen_k = 1024;
     snprintf(k.gpu, sizeof k.gpu, "%s", gpu);
     snprintf(k.rev, sizeof k.rev, "00c0ffee");
-    tt_meas_status st = TT_MEAS_OK;
-    ASSERT_OK(tt_store_failed_configs(s, &k, find_a, &st));
-    ASSERT_EQ(st, TT_MEAS_FAULT);
-    tt_store_close(s);
+    ASSERT_EQ(td_failed_status(t.db, &k, CFG_A), TT_MEAS_FAULT);
 }
 
 TEST(garbage_on_the_pipe_fails_the_key_not_the_daemon) {

@@ -1,0 +1,100 @@
+/*
+ * tiletune-worker's pure parts (worker_search.c): timing statistics, the
+ * problem rule, repetition counts, TFLOP/s, the successive-halving rule;
+ * and its helper kernels (worker_check.cu) compiled by NVRTC for sm_80 and
+ * sm_90, which needs no GPU.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "cuda_api.h"
+#include "tt_test.h"
+#include "worker_gpu.h"
+#include "worker_search.h"
+
+#define NEAR(a, b, eps) ASSERT(fabs((double)(a) - (double)(b)) <= (eps))
+
+TEST(stats_median_min_spread) {
+    float t[] = {5, 1, 4, 2, 3};
+    tt_wstats s;
+    ASSERT_OK(tt_wstats_of(t, 5, &s));
+    NEAR(s.median_ms, 3, 1e-9);
+    NEAR(s.min_ms, 1, 1e-9);
+    /* p80 = 4.2, p20 = 1.8 by linear interpolation */
+    NEAR(s.spread, (4.2 - 1.8) / 3, 1e-6);
+    ASSERT_EQ(s.reps, 5);
+    float one[] = {2.5f};
+    ASSERT_OK(tt_wstats_of(one, 1, &s));
+    NEAR(s.median_ms, 2.5, 1e-9);
+    NEAR(s.spread, 0, 1e-12);
+    float even[] = {4, 1, 3, 2};
+    ASSERT_OK(tt_wstats_of(even, 4, &s));
+    NEAR(s.median_ms, 2.5, 1e-9);
+    ASSERT(tt_wstats_of(t, 0, &s) < 0);
+}
+
+TEST(problem_rule_16384_tokens_2048_wide) {
+    int32_t b, h;
+    tt_wproblem(4096, 128, 0, 0, &b, &h);
+    ASSERT_EQ(b, 4);
+    ASSERT_EQ(h, 16);
+    tt_wproblem(32768, 64, 0, 0, &b, &h); /* longer than the token budget: one sequence */
+    ASSERT_EQ(b, 1);
+    ASSERT_EQ(h, 32);
+    tt_wproblem(128, 256, 0, 0, &b, &h);
+    ASSERT_EQ(b, 128);
+    ASSERT_EQ(h, 8);
+    tt_wproblem(128, 256, 3, 5, &b, &h); /* the job's own */
+    ASSERT_EQ(b, 3);
+    ASSERT_EQ(h, 5);
+}
+
+TEST(tflops_and_reps) {
+    /* 4*4*16*4096*4096*128 flops in 1 ms */
+    double f = 4.0 * 4 * 16 * 4096.0 * 4096 * 128;
+    NEAR(tt_wtflops(4, 16, 4096, 4096, 128, 0, 1.0), f / 1e-3 / 1e12, 1e-9);
+    NEAR(tt_wtflops(4, 16, 4096, 4096, 128, 1, 1.0), f / 2 / 1e-3 / 1e12, 1e-9);
+    ASSERT_EQ(tt_wtflops(1, 1, 1, 1, 64, 0, 0), 0);
+    ASSERT_EQ(tt_wreps(0.1, 40, 10, 200), 200);
+    ASSERT_EQ(tt_wreps(1.0, 40, 10, 200), 40);
+    ASSERT_EQ(tt_wreps(17.0, 40, 10, 200), 10);
+}
+
+TEST(halving_keeps_the_best_half_within_the_cut) {
+    int keep[8];
+    /* 6 live, 2 out: the best 3, but 1.40 is more than 15% over 1.0 */
+    double m[8] = {1.0, 1.40, -1, 1.10, 2.0, 3.0, -1, 1.12};
+    ASSERT_EQ(tt_whalve(m, 8, 0.01, 0.15, keep), 3);
+    ASSERT(keep[0] && keep[3] && keep[7]);
+    ASSERT(!keep[1] && !keep[2] && !keep[4] && !keep[5] && !keep[6]);
+    /* without a cut: the best half */
+    ASSERT_EQ(tt_whalve(m, 8, 0.01, 0, keep), 3);
+    ASSERT(keep[0] && keep[3] && keep[7]);
+    /* a tie at the noise level of the best survives beyond the half */
+    double t[4] = {1.0, 1.005, 1.008, 2.0};
+    ASSERT_EQ(tt_whalve(t, 4, 0.01, 0.15, keep), 3);
+    ASSERT(keep[0] && keep[1] && keep[2] && !keep[3]);
+    /* the best two always stay, however far apart */
+    double f[3] = {1.0, 5.0, 9.0};
+    ASSERT_EQ(tt_whalve(f, 3, 0.01, 0.15, keep), 2);
+    ASSERT(keep[0] && keep[1] && !keep[2]);
+    double none[2] = {-1, -1};
+    ASSERT_EQ(tt_whalve(none, 2, 0.01, 0.15, keep), 0);
+}
+
+TEST(check_kernels_compile_for_sm80_and_sm90) {
+    const tt__nvrtc *nv;
+    char err[1024];
+    if (tt__nvrtc_get(&nv, err, sizeof err) < 0) TT_SKIP("%s", err);
+    int arch[] = {80, 90};
+    for (int i = 0; i < 2; i++) {
+        void *cubin = NULL;
+        size_t len = 0;
+        if (tt_worker_check_cubin(arch[i], &cubin, &len, err, sizeof err) < 0) TT_FAIL_AT("sm_%d: %s", arch[i], err);
+        ASSERT(len > 1000);
+        ASSERT(memcmp(cubin, "\177ELF", 4) == 0);
+        free(cubin);
+    }
+}
+
+TT_TEST_MAIN()
