@@ -440,6 +440,7 @@ TEST(dry_run_and_strict_change_nothing) {
     snprintf(other.fingerprint, sizeof other.fingerprint, "%s", a[1].gpu.fingerprint);
     ASSERT_OK(tt_store_put_gpu(s, &other)); /* the fingerprint names another model here */
     tt_store_close(s);
+    free(before);
     before = fu_db_content(db, 0);
     loaded l = {.n = 2};
     l.recs[0] = a[0];

@@ -260,6 +260,7 @@ TEST(bad_files_are_refused_with_their_reason_and_change_nothing) {
         char *after = fu_db_content(a.db, 0);
         if (strcmp(before, after) != 0) TT_FAIL_AT("%s changed the database", cases[i].name);
         free(after);
+        free((char *)cases[i].path);
     }
     /* strict: one bad record among good ones and nothing is imported */
     char mixed[2 * TT_FLEET_LINE_MAX + 64];
