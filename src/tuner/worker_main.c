@@ -39,7 +39,9 @@ static void usage(FILE *f) {
           "  --threads N            compile threads (default: CPUs - 1)\n"
           "  --launch-timeout-ms MS a launch still running this long past its expected\n"
           "                         time is a timeout (default 10000)\n"
-          "  --budget-ms MS         GPU time to spend timing each variant (default 40)\n" INJECT_HELP,
+          "  --budget-ms MS         GPU time to spend timing each variant (default 40)\n" INJECT_HELP
+          "Environment (the daemon starts workers with its own): TILETUNE_WORKER_LAUNCH_TIMEOUT_MS,\n"
+          "TILETUNE_WORKER_BUDGET_MS as the options above.\n",
           f);
 }
 
@@ -157,6 +159,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     o.budget_ms = budget;
+    /* The daemon passes its environment, not options: tests and benchmarks
+     * tune the worker through these. */
+    const char *env = getenv("TILETUNE_WORKER_LAUNCH_TIMEOUT_MS");
+    if (env && !o.launch_timeout_ms && int_arg("TILETUNE_WORKER_LAUNCH_TIMEOUT_MS", env, 1, 3600000, &o.launch_timeout_ms) < 0)
+        return 2;
+    env = getenv("TILETUNE_WORKER_BUDGET_MS");
+    if (env && !budget && int_arg("TILETUNE_WORKER_BUDGET_MS", env, 1, 60000, &budget) == 0) o.budget_ms = budget;
 #ifdef TT_FAULT_INJECTION
     const char *inj = getenv("TILETUNE_WORKER_INJECT");
     if (inj && strcmp(inj, "1") == 0) o.inject = 1;

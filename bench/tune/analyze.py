@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Summarizes bench/tune/run.sh's databases (OUT/fast.db, OUT/exhaustive.db)
+as markdown: wall times, keys tuned, fast against exhaustive, tuned against
+the built-in default, lookup latency idle and while tuning.
+
+Fast against exhaustive is judged inside the exhaustive run, so the two
+searches are compared on the same timings: for each key, the exhaustive
+run's time of the fast run's winner over the exhaustive winner's time.
+Tuned against default: the exhaustive run's time of the built-in default
+config (src/common/defaults.c) over the winner's time, geometric mean."""
+import math
+import os
+import re
+import sqlite3
+import sys
+
+KEY = "dtype, head_dim, causal, seqlen_q, seqlen_k"
+KNOBS = ["family", "block_m", "block_n", "warps", "stages", "layout", "q_in_regs"]
+BENCH_GPU = "0bec0bec0bec0bec"  # bench/lookup's seeded winners, looked up during the run
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def defaults():
+    text = open(os.path.join(ROOT, "src/common/defaults.c")).read()
+    out = {}
+    for m in re.finditer(r"\{(\d+), (\d), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\},", text):
+        d, c, bm, bn, w, st, lay, q = map(int, m.groups())
+        out[(d, c)] = (0, bm, bn, w, st, lay, q)
+    return out
+
+
+def load(path):
+    """{key: {config: median time}} of ok, not busy measurements (the last
+    one of a config wins: fast mode re-times survivors), and the winners."""
+    if not os.path.exists(path):
+        return None, None
+    db = sqlite3.connect(path)
+    meas = {}
+    q = f"SELECT {KEY}, {', '.join(KNOBS)}, time_ms FROM measurement WHERE status = 'ok' AND coalesce(busy, 0) = 0 AND gpu <> '{BENCH_GPU}' ORDER BY id"
+    for row in db.execute(q):
+        meas.setdefault(tuple(row[:5]), {})[tuple(row[5:12])] = row[12]
+    best = {}
+    for row in db.execute(f"SELECT {KEY}, {', '.join(KNOBS)}, time_ms, tflops FROM best WHERE gpu <> '{BENCH_GPU}'"):
+        best[tuple(row[:5])] = (tuple(row[5:12]), row[12], row[13])
+    status = dict(db.execute("SELECT status, count(*) FROM measurement GROUP BY status").fetchall())
+    return meas, best, status
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main():
+    out = sys.argv[1]
+    walls = {}
+    if os.path.exists(os.path.join(out, "wall.txt")):
+        for line in open(os.path.join(out, "wall.txt")):
+            f = dict(kv.split("=") for kv in line.split())
+            walls[f["mode"]] = (float(f["wall_s"]), int(f["rc"]))
+    print("| mode | keys with a winner | measurements (by status) | wall time | finished |")
+    print("|---|---|---|---|---|")
+    data = {}
+    for mode in ("exhaustive", "fast"):
+        r = load(os.path.join(out, f"{mode}.db"))
+        if r[0] is None:
+            continue
+        meas, best, status = r
+        data[mode] = (meas, best)
+        w, rc = walls.get(mode, (float("nan"), -1))
+        st = ", ".join(f"{k} {v}" for k, v in sorted(status.items()))
+        print(f"| {mode} | {len(best)} | {st} | {w:.0f} s | {'yes' if rc == 0 else 'NO (rc %d: capped or failed)' % rc} |")
+    print()
+    if "exhaustive" in data and "fast" in data:
+        emeas, ebest = data["exhaustive"]
+        _, fbest = data["fast"]
+        ratios = []
+        for key, (cfg, _, _) in fbest.items():
+            if key not in ebest or key not in emeas or cfg not in emeas[key]:
+                continue
+            ratios.append((emeas[key][cfg] / ebest[key][1], key))
+        if ratios:
+            within = sum(1 for r, _ in ratios if r <= 1.02)
+            worst = max(ratios)
+            print(f"Fast against exhaustive, on {len(ratios)} keys tuned by both: fast's winner within 2% of "
+                  f"exhaustive's on {within}/{len(ratios)} = {100.0 * within / len(ratios):.1f}% of keys; "
+                  f"worst {100 * (worst[0] - 1):.1f}% slower ({worst[1]}).")
+            print()
+    if "exhaustive" in data:
+        emeas, ebest = data["exhaustive"]
+        dft = defaults()
+        sp = []
+        for key, (cfg, t, _) in ebest.items():
+            d = dft.get((key[1], key[2]))
+            if d and d in emeas.get(key, {}):
+                sp.append(emeas[key][d] / t)
+        if sp:
+            print(f"Tuned against the built-in default (exhaustive run, {len(sp)} keys): geometric mean "
+                  f"speed-up {geomean(sp):.3f}x, largest {max(sp):.2f}x, keys where the default is the winner "
+                  f"{sum(1 for x in sp if x <= 1.0001)}.")
+            print()
+        print("| dtype | hdim | causal | seqlen | winner | TFLOP/s |")
+        print("|---|---|---|---|---|---|")
+        for key in sorted(ebest):
+            cfg, t, tf = ebest[key]
+            print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | bm{cfg[1]} bn{cfg[2]} w{cfg[3]} st{cfg[4]} q{cfg[6]} | {tf:.1f} |")
+        print()
+    lk = os.path.join(out, "lookup.txt")
+    if os.path.exists(lk):
+        rows = {}
+        for line in open(lk):
+            tag, rest = line.split(":", 1)
+            f = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
+            rows[tag] = f
+        if "idle" in rows:
+            print("| lookup load (4 clients) | rps | p50 us | p99 us |")
+            print("|---|---|---|---|")
+            for tag in ("idle", "tuning"):
+                if tag in rows:
+                    f = rows[tag]
+                    print(f"| {tag} | {f['rps']} | {f['p50_us']} | {f['p99_us']} |")
+            if "tuning" in rows:
+                r = float(rows["tuning"]["p99_us"]) / float(rows["idle"]["p99_us"])
+                print(f"\np99 while tuning / idle: {r:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The tuning pipeline benchmark (issue 4; numbers in docs/perf.md, "Tuning
+# pipeline"). On a GPU node, for each mode: a fresh database, tiletuned with
+# the real tiletune-worker, `tiletune tune <grid> --mode M --wait`, timed.
+# The cubin cache is shared and starts empty, so the FIRST mode pays the
+# compiles (stated in the summary). During the exhaustive run the lookup
+# latency is measured against the idle daemon before it.
+#
+#   bench/tune/run.sh BUILD OUT [GRID] [MODES] [CAP_S]
+#     BUILD  a build directory (tiletuned, tiletune, tiletune-worker, tt_lookup_bench)
+#     OUT    where databases, logs and summary.md go
+#     GRID   default (tune --default-grid, 108 keys) or "seqlen=..;hdim=..;dtype=..;causal=.."
+#     MODES  "fast exhaustive" (default)
+#     CAP_S  give a mode up after this many seconds (default 900); what
+#            finished by then stays in its database and the summary says so
+set -uo pipefail
+build=$(cd "$1" && pwd)
+out=$2
+grid=${3:-default}
+modes=${4:-fast exhaustive}
+cap=${5:-900}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+daemon=$build/src/tuner/tiletuned
+cli=$build/src/client/tiletune
+lb=$build/bench/lookup/tt_lookup_bench
+run=$(mktemp -d /tmp/tt-bench-tune.XXXXXX)
+cache=$run/cache
+mkdir -p "$cache"
+if [[ $grid == default ]]; then
+    tune_args=(--default-grid)
+else
+    IFS=';' read -r -a parts <<<"$grid"
+    tune_args=()
+    for p in "${parts[@]}"; do tune_args+=("--${p%%=*}" "${p#*=}"); done
+fi
+
+for mode in $modes; do
+    sock=$run/$mode.sock db=$out/$mode.db log=$out/$mode.log
+    rm -f "$db" "$db"-wal "$db"-shm
+    [[ -x $lb ]] && "$lb" seed "$db" >/dev/null # a grid of another GPU's winners to look up
+    "$daemon" --socket "$sock" --db "$db" --cache-dir "$cache" --worker-timeout 300 --log-level info \
+        2>"$log" &
+    dpid=$!
+    for _ in $(seq 100); do "$cli" --socket "$sock" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    for _ in $(seq 300); do "$cli" --socket "$sock" status | grep -q '^gpus *[1-9]' && break; sleep 0.1; done
+    if [[ $mode == exhaustive && -x $lb ]]; then
+        "$lb" socket "$sock" 4 200000 | sed 's/^/idle: /' >"$out/lookup.txt"
+    fi
+    t0=$(date +%s.%N)
+    timeout "$cap" "$cli" --socket "$sock" tune "${tune_args[@]}" --mode "$mode" --wait >"$out/$mode.progress" 2>&1 &
+    tpid=$!
+    if [[ $mode == exhaustive && -x $lb ]]; then
+        sleep 15
+        kill -0 $tpid 2>/dev/null && "$lb" socket "$sock" 4 200000 | sed 's/^/tuning: /' >>"$out/lookup.txt"
+    fi
+    wait $tpid
+    rc=$?
+    t1=$(date +%s.%N)
+    echo "mode=$mode rc=$rc wall_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" | tee -a "$out/wall.txt"
+    "$cli" --socket "$sock" jobs --all >>"$out/$mode.progress" 2>&1
+    kill -TERM $dpid
+    wait $dpid
+done
+python3 "$here/analyze.py" "$out" | tee "$out/summary.md"
+rm -rf "$run"
