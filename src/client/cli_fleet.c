@@ -49,6 +49,10 @@ static void sb_add(sbuf *b, const char *s, size_t n) {
 }
 
 static void sb_line(sbuf *b, const char *s, int n) {
+    if (n < 0) { /* a formatting error upstream: keep the buffer consistent */
+        b->oom = 1;
+        return;
+    }
     sb_add(b, s, (size_t)n);
     sb_add(b, "\n", 1);
 }

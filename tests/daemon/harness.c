@@ -70,7 +70,13 @@ int td_connect(const char *sock) {
     struct sockaddr_un sa;
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+    size_t n = strlen(sock);
+    if (n >= sizeof sa.sun_path) {
+        close(fd);
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(sa.sun_path, sock, n + 1);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
         int e = errno;
         close(fd);
