@@ -21,3 +21,5 @@ for d in /tmp/ttd-*; do [ -d "$d" ] && cat "$d"/*.log 2>/dev/null | tail -40 >"$
 timeout "${BENCH_S:-260}" bench/tune/run.sh build-gpu "$out/grid" \
   "${GRID:-seqlen=512,2048,8192;hdim=64,128,256;dtype=fp16;causal=both}" "fast exhaustive" "${CAP:-120}" 2>&1 | tail -40
 echo "total: $((SECONDS - t0)) s"
+# the device tool returns at most 8 files: pack everything into one
+(cd "$out" && tar czf /tmp/tt-device-out.tgz . && find . -mindepth 1 -delete && mv /tmp/tt-device-out.tgz .)
