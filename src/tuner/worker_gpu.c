@@ -305,8 +305,11 @@ static void *compile_thread(void *arg) {
         tt__cubin *cb = NULL;
         int st = C_OK;
         if (tt__jit_compile(&jo, &c->v, &cb, c->why, sizeof c->why) < 0) st = C_COMPILE_ERROR;
-        else if (cb->report.spill_stores > 0 || cb->report.spill_loads > 0) {
-            snprintf(c->why, sizeof c->why, "spills %d bytes", (int)(cb->report.spill_stores + cb->report.spill_loads));
+        else if (!tt__report_clean(&cb->report)) {
+            if (cb->report.registers < 0) snprintf(c->why, sizeof c->why, "no ptxas report: not proven spill-free");
+            else
+                snprintf(c->why, sizeof c->why, "spills %d bytes, stack frame %d bytes",
+                         (int)(cb->report.spill_stores + cb->report.spill_loads), (int)cb->report.stack_frame);
             st = C_INVALID;
         } else if ((long)cb->report.static_smem + cb->report.dynamic_smem > p->w->dev.limits.smem_optin) {
             snprintf(c->why, sizeof c->why, "shared memory over the device limit");
@@ -484,7 +487,7 @@ static int run_reference(keyrun *r) {
     if (rc == 0) {
         /* The reference is slow by design: allow it a generous minute. */
         int ws = wait_stream(w, 60000 + w->o.launch_timeout_ms, r->err, sizeof r->err);
-        if (ws != WAIT_OK) rc = -1;
+        if (ws != WAIT_OK) return -1; /* no unload: it would wait on the GPU */
     }
     tt__kernel_unload(k);
     return rc;
@@ -822,7 +825,9 @@ static int run_fast(keyrun *r, pool *p, int *nok) {
             (*nok)++;
         }
 out:
-    for (int i = 0; i < n; i++) {
+    /* After a dead launch the modules stay: unloading waits for the GPU,
+     * and a hung kernel never lets it finish. The worker exits next. */
+    for (int i = 0; i < n && rc != RUN_DEAD; i++) {
         tt__kernel_unload(p->c[i].k);
         p->c[i].k = NULL;
     }
