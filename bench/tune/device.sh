@@ -11,7 +11,8 @@ mkdir -p "$out"
 t0=$SECONDS
 (cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTT_FAULT_INJECTION=ON \
    -DCMAKE_CUDA_ARCHITECTURES=90 &&
- ninja -C build-gpu tiletuned tiletune_worker tiletune_cli libtiletune tt_lookup_bench test_tune_gpu) \
+ ninja -C build-gpu tiletuned tiletune_worker tiletune_cli libtiletune tt_lookup_bench test_tune_gpu \
+   test_sdpa_gpu) \
   >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 echo "build: $((SECONDS - t0)) s"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
@@ -20,6 +21,10 @@ echo "e2e rc=$? ($((SECONDS - t0)) s)"; tail -15 "$out/e2e.log"
 for d in /tmp/ttd-*; do [ -d "$d" ] && cat "$d"/*.log 2>/dev/null | tail -40 >"$out/e2e-daemon.log"; done
 timeout "${BENCH_S:-260}" bench/tune/run.sh build-gpu "$out/grid" \
   "${GRID:-seqlen=512,2048,8192;hdim=64,128,256;dtype=fp16;causal=both}" "fast exhaustive" "${CAP:-120}" 2>&1 | tail -40
+if [ -n "${KERNEL_TESTS:-}" ]; then
+  (cd build-gpu && timeout "${KERNEL_TESTS}" ctest -L gpu -E test_tune_gpu --output-on-failure >"$out/gpu-tests.log" 2>&1)
+  echo "kernel GPU tests rc=$?"; grep -E "tests passed|Passed|Failed|passed|failed" "$out/gpu-tests.log" | tail -6
+fi
 echo "total: $((SECONDS - t0)) s"
 # the device tool returns at most 8 files: pack everything into one
 (cd "$out" && tar czf /tmp/tt-device-out.tgz . && find . -mindepth 1 -delete && mv /tmp/tt-device-out.tgz .)
