@@ -48,9 +48,8 @@ typedef struct tt__report {
     double compile_ms;    /* wall time of this compile; 0 from the cache */
 } tt__report;
 
-/* 1 if the report is known and shows no spill and no stack frame: the
- * only variants the space keeps. A report NVRTC did not give (registers
- * -1) proves nothing and is not clean. */
+/* 1 if the report shows no spill and no stack frame: the only variants
+ * the space keeps. */
 int tt__report_clean(const tt__report *r);
 
 typedef struct tt__cubin {

@@ -111,8 +111,7 @@ static void compile_one(size_t i, void *ctx) {
     }
     e->report = c->report;
     tt__cubin_free(c);
-    /* a stack frame is local memory too: a run-time indexed register array;
-     * a report NVRTC did not give proves nothing either */
+    /* a stack frame is local memory too: a run-time indexed register array */
     if (!tt__report_clean(&e->report)) e->status = TT_VARIANT_SPILLS;
     else if ((long)e->report.static_smem + e->report.dynamic_smem > job->dev->smem_optin)
         e->status = TT_VARIANT_SMEM;
