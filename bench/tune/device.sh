@@ -21,6 +21,10 @@ echo "e2e rc=$? ($((SECONDS - t0)) s)"; tail -15 "$out/e2e.log"
 for d in /tmp/ttd-*; do [ -d "$d" ] && cat "$d"/*.log 2>/dev/null | tail -40 >"$out/e2e-daemon.log"; done
 timeout "${BENCH_S:-260}" bench/tune/run.sh build-gpu "$out/grid" \
   "${GRID:-seqlen=512,2048,8192;hdim=64,128,256;dtype=fp16;causal=both}" "fast exhaustive" "${CAP:-120}" 2>&1 | tail -40
+if [ -n "${DEFAULT_FAST_S:-}" ]; then # the 108-key default grid, fast mode, capped
+  timeout "$((DEFAULT_FAST_S + 15))" bench/tune/run.sh build-gpu "$out/default" default fast "$DEFAULT_FAST_S" 2>&1 |
+    grep -vE '^\| (fp16|bf16) ' | tail -14
+fi
 if [ -n "${KERNEL_TESTS:-}" ]; then
   (cd build-gpu && timeout "${KERNEL_TESTS}" ctest -L gpu -E test_tune_gpu --output-on-failure >"$out/gpu-tests.log" 2>&1)
   echo "kernel GPU tests rc=$?"; grep -E "tests passed|Passed|Failed|passed|failed" "$out/gpu-tests.log" | tail -6
