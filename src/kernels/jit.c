@@ -1,6 +1,5 @@
 #include "jit.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +7,7 @@
 #include <unistd.h>
 
 #include "cubin_cache.h"
+#include "cubin_elf.h"
 #include "config.h"
 #include "cuda_api.h"
 #include "hash.h"
@@ -163,8 +163,6 @@ static int split_flags(char *line, const char **flags, int n, int max) {
     return n;
 }
 
-static pthread_rwlock_t compile_lock = PTHREAD_RWLOCK_INITIALIZER;
-
 static int nvrtc_compile(const tt__nvrtc *nv, const tt__source *src, const tt__variant *v,
                          const char *macros, void **cubin, size_t *cubin_len, tt__report *rep,
                          char *err, size_t errlen) {
@@ -192,43 +190,26 @@ static int nvrtc_compile(const tt__nvrtc *nv, const tt__source *src, const tt__v
     if (r != NVRTC_SUCCESS)
         return tt__fail(TT_ERR_COMPILE, err, errlen, "nvrtcCreateProgram: %s", nv->GetErrorString(r));
     double t0 = now_ms();
-    /* On the H200 machine NVRTC (13.0) now and then returned an empty log,
-     * and a cubin that computed wrong results, for compiles that ran while
-     * other threads compiled too: twice for the reference kernel at d128
-     * while the worker's pool compiled variants. Compiles share a lock; one
-     * that comes back without ptxas' report is compiled again alone. */
-    for (int attempt = 0;; attempt++) {
-        if (attempt == 0) pthread_rwlock_rdlock(&compile_lock);
-        else pthread_rwlock_wrlock(&compile_lock);
-        nvrtcResult cr = nv->CompileProgram(prog, n, flags);
-        size_t log_len = 0;
-        if (nv->GetProgramLogSize(prog, &log_len) != NVRTC_SUCCESS) log_len = 0;
-        free(log);
-        log = malloc(log_len + 1);
-        if (log) {
-            log[0] = '\0';
-            if (log_len && nv->GetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = '\0';
-            log[log_len] = '\0';
-        }
-        pthread_rwlock_unlock(&compile_lock);
-        rep->compile_ms = now_ms() - t0;
-        if (!log) {
-            rc = tt__fail(TT_ERR_NOMEM, err, errlen, "out of memory");
-            goto done;
-        }
-        if (cr != NVRTC_SUCCESS) {
-            rc = tt__fail(TT_ERR_COMPILE, err, errlen, "%s (sm_%d %s): %s", nv->GetErrorString(cr),
-                          (int)v->arch, macros, log);
-            goto done;
-        }
-        if (tt__jit_parse_report(log, rep) == 0) break;
-        if (attempt == 1) {
-            rc = tt__fail(TT_ERR_COMPILE, err, errlen,
-                          "no ptxas report for %s in the compile log, twice (sm_%d %s): %s",
-                          TT_SDPA_ENTRY, (int)v->arch, macros, log);
-            goto done;
-        }
+    nvrtcResult cr = nv->CompileProgram(prog, n, flags);
+    rep->compile_ms = now_ms() - t0;
+    size_t log_len = 0;
+    if (nv->GetProgramLogSize(prog, &log_len) != NVRTC_SUCCESS) log_len = 0;
+    log = malloc(log_len + 1);
+    if (!log) {
+        rc = tt__fail(TT_ERR_NOMEM, err, errlen, "out of memory");
+        goto done;
     }
+    log[0] = '\0';
+    if (log_len && nv->GetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = '\0';
+    log[log_len] = '\0';
+    if (cr != NVRTC_SUCCESS) {
+        rc = tt__fail(TT_ERR_COMPILE, err, errlen, "%s (sm_%d %s): %s", nv->GetErrorString(cr),
+                      (int)v->arch, macros, log);
+        goto done;
+    }
+    /* On the H200 machine NVRTC 13.0 now and then returned an empty log for
+     * a compile that succeeded: the cubin's own attributes are read then. */
+    int from_log = tt__jit_parse_report(log, rep) == 0;
     size_t len = 0;
     if (nv->GetCUBINSize(prog, &len) != NVRTC_SUCCESS || len == 0) {
         rc = tt__fail(TT_ERR_COMPILE, err, errlen, "NVRTC produced no CUBIN for sm_%d", (int)v->arch);
@@ -245,12 +226,11 @@ static int nvrtc_compile(const tt__nvrtc *nv, const tt__source *src, const tt__v
         rc = tt__fail(TT_ERR_COMPILE, err, errlen, "nvrtcGetCUBIN failed");
         goto done;
     }
-    /* The symbol table names the entry: a source without it is a compile
-     * error, also when ptxas' report (which would have said so) is missing. */
-    if (!memmem(buf + REPORT_WORDS * sizeof(int32_t), len, TT_SDPA_ENTRY, sizeof TT_SDPA_ENTRY)) {
+    if (!from_log && tt__cubin_elf_report(buf + REPORT_WORDS * sizeof(int32_t), len, TT_SDPA_ENTRY, rep) < 0) {
         free(buf);
-        rc = tt__fail(TT_ERR_COMPILE, err, errlen, "the source has no entry point %s (sm_%d %s)",
-                      TT_SDPA_ENTRY, (int)v->arch, macros);
+        rc = tt__fail(TT_ERR_COMPILE, err, errlen,
+                      "no ptxas report for %s, neither in the compile log nor in the cubin (sm_%d %s): %s",
+                      TT_SDPA_ENTRY, (int)v->arch, macros, log);
         goto done;
     }
     *cubin = buf;

@@ -451,8 +451,8 @@ oom:
 /* The fp32 reference on the checked planes: (batch 0, head 0) and (last
  * batch, last head). All rows of a plane are checked; checking every plane
  * would cost the slow reference B*H/2 times more on the largest keys. */
-/* Compiled before the pool starts its threads: one compile, and it never
- * runs beside the variants' (see jit.c on NVRTC under concurrency). */
+/* Compiled before the pool starts: a key whose reference cannot be built
+ * fails before any variant is compiled for it. */
 static int compile_reference(keyrun *r) {
     tt_worker *w = r->w;
     tt__variant v;

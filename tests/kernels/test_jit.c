@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cubin_cache.h"
+#include "cubin_elf.h"
 #include "config.h"
 #include "cuda_api.h"
 #include "hash.h"
@@ -105,6 +106,38 @@ TEST(parse_report_reads_the_entry_block) {
     ASSERT_EQ(r.spill_loads, 20);
     ASSERT_EQ(r.static_smem, 0);
     ASSERT_EQ(tt__jit_parse_report("ptxas info : nothing\n", &r), TT_ERR_NOTFOUND);
+}
+
+/* The cubin's own attributes agree with ptxas' log: registers and stack
+ * frame of a clean and of a spilling variant (the fallback when NVRTC
+ * returns no log). */
+TEST(cubin_attributes_match_the_ptxas_report) {
+    need_nvrtc();
+    const char *dir = make_tmpdir();
+    int shapes[][3] = {{128, 64, 4}, {128, 128, 4}, {64, 32, 4}};
+    for (int i = 0; i < 3; i++) {
+        tt__variant v = variant_for(128, TT_DTYPE_FP16, i == 2, 90);
+        v.config.block_m = shapes[i][0];
+        v.config.block_n = shapes[i][1];
+        v.config.warps = shapes[i][2];
+        v.config.stages = 1;
+        tt__jit_opts o = {.cache_dir = dir, .no_cache = 1};
+        tt__cubin *c;
+        char err[2048];
+        if (tt__jit_compile(&o, &v, &c, err, sizeof err) < 0) TT_FAIL_AT("%s", err);
+        tt__report r;
+        memset(&r, 0, sizeof r);
+        ASSERT_OK(tt__cubin_elf_report(c->data, c->len, TT_SDPA_ENTRY, &r));
+        ASSERT_EQ(r.registers, c->report.registers);
+        ASSERT_EQ(r.stack_frame, c->report.stack_frame);
+        ASSERT_EQ(tt__report_clean(&r), tt__report_clean(&c->report));
+        if (i == 1) ASSERT(r.stack_frame > 0); /* 128x128 at d128 spills */
+        ASSERT_EQ(tt__cubin_elf_report(c->data, c->len, "no_such_kernel", &r), TT_ERR_NOTFOUND);
+        ASSERT_EQ(tt__cubin_elf_report(c->data, 40, TT_SDPA_ENTRY, &r), TT_ERR_CORRUPT);
+        ASSERT_EQ(tt__cubin_elf_report("not an elf image at all, really not.....................",
+                                       56, TT_SDPA_ENTRY, &r), TT_ERR_CORRUPT);
+        tt__cubin_free(c);
+    }
 }
 
 TEST(macros_name_every_knob) {
