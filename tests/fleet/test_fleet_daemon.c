@@ -318,6 +318,49 @@ TEST(wire_import_needs_admin_framing_and_valid_fields) {
     ASSERT_EQ(td_stop(&a, SIGTERM), 0);
 }
 
+/* IMPORT changes the table: an unprivileged local user is refused (exit 1,
+ * the daemon's reason) and nothing is merged; root may. */
+TEST(import_is_refused_to_an_unprivileged_user) {
+    if (geteuid() != 0) TT_SKIP("needs root to run the CLI as another uid (setpriv)");
+    if (access("/usr/bin/setpriv", X_OK) != 0) TT_SKIP("setpriv is not installed");
+    td a, b;
+    td_init(&a);
+    td_init(&b);
+    seed(a.db, NULL);
+    td_start(&a, NULL);
+    ASSERT_OK(chmod(b.dir, 0755)); /* nobody must reach the socket to be refused by the daemon */
+    td_start(&b, NULL);
+    ASSERT_OK(chmod(b.sock, 0666)); /* the socket unit's SocketMode does this in production */
+    char table[400], cmd[1200];
+    snprintf(table, sizeof table, "%s/a.json", b.dir);
+    cli_result r;
+    cli(&r, "--socket", a.sock, "export", "-o", table, NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_OK(chmod(table, 0644));
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups %s --socket %s import %s "
+             ">/dev/null 2>%s/err",
+             TT_CLI_PATH, b.sock, table, a.dir);
+    int st = system(cmd);
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    char path[500], err[512] = "";
+    snprintf(path, sizeof path, "%s/err", a.dir);
+    FILE *f = fopen(path, "r");
+    ASSERT(f != NULL);
+    size_t n = fread(err, 1, sizeof err - 1, f);
+    err[n] = '\0';
+    fclose(f);
+    ASSERT_CONTAINS(err, "permission");
+    int fd = td_connect_ok(&b);
+    ASSERT_CONTAINS(td_req(fd, "EXPORT"), "records=0");
+    close(fd);
+    cli(&r, "--socket", b.sock, "import", table, NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, "added 6");
+    ASSERT_EQ(td_stop(&a, SIGTERM), 0);
+    ASSERT_EQ(td_stop(&b, SIGTERM), 0);
+}
+
 TEST(sqlite_snapshot_and_csv_exports) {
     td a;
     td_init(&a);
