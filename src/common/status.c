@@ -1,5 +1,20 @@
-/* tt_strerror and tt_match_name: the names of the public enums. */
+/* Status codes: tt__fail, and the names of the public enums (tt_strerror,
+ * tt_match_name). */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "fail.h"
 #include "tiletune.h"
+
+int tt__fail(int code, char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
 
 const char *tt_strerror(int code) {
     switch (code) {

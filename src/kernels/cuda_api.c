@@ -12,16 +12,6 @@
 #define TT_NVRTC_FALLBACK_DIR "/usr/local/cuda/lib64"
 #endif
 
-int tt__fail(int code, char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 /* ---- the driver ---------------------------------------------------------- */
 
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;

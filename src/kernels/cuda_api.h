@@ -19,6 +19,8 @@
 #include <nvrtc.h>
 #include <stddef.h>
 
+#include "fail.h"
+
 typedef struct tt__cuda {
     int driver_version; /* cuDriverGetVersion, e.g. 13000 */
     int device_count;   /* >= 1: loading fails with TT_ERR_NOGPU otherwise */
@@ -89,8 +91,5 @@ int tt__nvrtc_get(const tt__nvrtc **out, char *err, size_t errlen);
  * or TT_ERR_NOGPU for the driver's no-device / not-initialized codes. */
 int tt__cuda_fail(const tt__cuda *cu, CUresult r, const char *where, char *err, size_t errlen);
 
-/* snprintf into err when err is non-NULL; returns `code`. */
-int tt__fail(int code, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 #endif

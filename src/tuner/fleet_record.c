@@ -5,23 +5,13 @@
 #include <string.h>
 
 #include "config.h"
+#include "fail.h"
 #include "hash.h"
 #include "key.h"
 
 /* How far past `now` a measured_at may lie: clocks of a fleet drift. */
 #define FUTURE_SLACK_S 86400
 
-static int fail(int code, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(int code, char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* ---- reading typed fields ----------------------------------------------------- */
 
@@ -33,7 +23,7 @@ static int only_fields(const json_t *o, const char *const *allowed, const char *
     json_object_foreach((json_t *)o, k, v) {
         const char *const *a = allowed;
         while (*a && strcmp(*a, k) != 0) a++;
-        if (!*a) return fail(TT_ERR_INVAL, err, errlen, "unknown field '%s%s'", where, k);
+        if (!*a) return tt__fail(TT_ERR_INVAL, err, errlen, "unknown field '%s%s'", where, k);
     }
     return 0;
 }
@@ -51,14 +41,14 @@ static int get_int(const json_t *o, const char *where, const char *name, int req
     const json_t *v = member(o, name, &g);
     if (given) *given = g;
     if (!g) {
-        if (required) return fail(TT_ERR_INVAL, err, errlen, "missing field '%s%s'", where, name);
+        if (required) return tt__fail(TT_ERR_INVAL, err, errlen, "missing field '%s%s'", where, name);
         return 0;
     }
     if (!json_is_integer(v))
-        return fail(TT_ERR_INVAL, err, errlen, "'%s%s' must be a whole number", where, name);
+        return tt__fail(TT_ERR_INVAL, err, errlen, "'%s%s' must be a whole number", where, name);
     json_int_t x = json_integer_value(v);
     if (x < min || x > max)
-        return fail(TT_ERR_RANGE, err, errlen, "'%s%s' %lld is out of range %lld..%lld", where, name,
+        return tt__fail(TT_ERR_RANGE, err, errlen, "'%s%s' %lld is out of range %lld..%lld", where, name,
                     (long long)x, (long long)min, (long long)max);
     *out = x;
     return 0;
@@ -70,13 +60,13 @@ static int get_num(const json_t *o, const char *name, int required, double lo, i
     int g;
     const json_t *v = member(o, name, &g);
     if (!g) {
-        if (required) return fail(TT_ERR_INVAL, err, errlen, "missing field '%s'", name);
+        if (required) return tt__fail(TT_ERR_INVAL, err, errlen, "missing field '%s'", name);
         return 0;
     }
-    if (!json_is_number(v)) return fail(TT_ERR_INVAL, err, errlen, "'%s' must be a number", name);
+    if (!json_is_number(v)) return tt__fail(TT_ERR_INVAL, err, errlen, "'%s' must be a number", name);
     double x = json_number_value(v);
     if (!(lo_incl ? x >= lo : x > lo) || !(x <= hi))
-        return fail(TT_ERR_RANGE, err, errlen, "'%s' %g is out of range %s%g..%g", name, x,
+        return tt__fail(TT_ERR_RANGE, err, errlen, "'%s' %g is out of range %s%g..%g", name, x,
                     lo_incl ? "" : "above ", lo, hi);
     *out = x;
     return 0;
@@ -89,17 +79,17 @@ static int get_str(const json_t *o, const char *where, const char *name, int req
     int g;
     const json_t *v = member(o, name, &g);
     if (!g) {
-        if (required) return fail(TT_ERR_INVAL, err, errlen, "missing field '%s%s'", where, name);
+        if (required) return tt__fail(TT_ERR_INVAL, err, errlen, "missing field '%s%s'", where, name);
         return 0;
     }
-    if (!json_is_string(v)) return fail(TT_ERR_INVAL, err, errlen, "'%s%s' must be a string", where, name);
+    if (!json_is_string(v)) return tt__fail(TT_ERR_INVAL, err, errlen, "'%s%s' must be a string", where, name);
     const char *s = json_string_value(v);
     size_t n = json_string_length(v);
     if (n >= cap)
-        return fail(TT_ERR_RANGE, err, errlen, "'%s%s' is longer than %zu bytes", where, name, cap - 1);
+        return tt__fail(TT_ERR_RANGE, err, errlen, "'%s%s' is longer than %zu bytes", where, name, cap - 1);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-            return fail(TT_ERR_INVAL, err, errlen, "'%s%s' holds a control character", where, name);
+            return tt__fail(TT_ERR_INVAL, err, errlen, "'%s%s' holds a control character", where, name);
     memcpy(out, s, n + 1);
     return 0;
 }
@@ -115,7 +105,7 @@ static const char *const gpu_fields[] = {"name", "cc_major", "cc_minor", "sm_cou
                                          "driver", "cuda", "nvrtc", NULL};
 
 static int parse_key(const json_t *o, tt_key *k, char *err, size_t errlen) {
-    if (!json_is_object(o)) return fail(TT_ERR_INVAL, err, errlen, "'key' must be an object");
+    if (!json_is_object(o)) return tt__fail(TT_ERR_INVAL, err, errlen, "'key' must be an object");
     int rc = only_fields(o, key_fields, "key.", err, errlen);
     if (rc < 0) return rc;
     memset(k, 0, sizeof *k);
@@ -125,12 +115,12 @@ static int parse_key(const json_t *o, tt_key *k, char *err, size_t errlen) {
         (rc = get_str(o, "key.", "rev", 1, k->rev, sizeof k->rev, err, errlen)) < 0)
         return rc;
     if (!tt__is_hex_id(k->gpu))
-        return fail(TT_ERR_INVAL, err, errlen, "'key.gpu' must be a GPU fingerprint (1..32 lower-case hex)");
+        return tt__fail(TT_ERR_INVAL, err, errlen, "'key.gpu' must be a GPU fingerprint (1..32 lower-case hex)");
     if (!tt__is_hex_id(k->rev))
-        return fail(TT_ERR_INVAL, err, errlen, "'key.rev' must be a kernel revision (1..32 lower-case hex)");
+        return tt__fail(TT_ERR_INVAL, err, errlen, "'key.rev' must be a kernel revision (1..32 lower-case hex)");
     if ((rc = get_str(o, "key.", "dtype", 1, dtype, sizeof dtype, err, errlen)) < 0) return rc;
     if (tt__dtype_parse(dtype, &k->dtype) < 0)
-        return fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported dtype '%s' (fp16 or bf16)", dtype);
+        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported dtype '%s' (fp16 or bf16)", dtype);
     if ((rc = get_int(o, "key.", "hdim", 1, 1, 1 << 20, &v, NULL, err, errlen)) < 0) return rc;
     k->head_dim = (int32_t)v;
     if ((rc = get_int(o, "key.", "causal", 1, 0, 1, &v, NULL, err, errlen)) < 0) return rc;
@@ -142,7 +132,7 @@ static int parse_key(const json_t *o, tt_key *k, char *err, size_t errlen) {
 }
 
 static int parse_gpu(const json_t *o, const tt_key *k, tt_gpu_info *g, char *err, size_t errlen) {
-    if (!json_is_object(o)) return fail(TT_ERR_INVAL, err, errlen, "'gpu' must be an object");
+    if (!json_is_object(o)) return tt__fail(TT_ERR_INVAL, err, errlen, "'gpu' must be an object");
     int rc = only_fields(o, gpu_fields, "gpu.", err, errlen);
     if (rc < 0) return rc;
     memset(g, 0, sizeof *g);
@@ -164,7 +154,7 @@ static int parse_gpu(const json_t *o, const tt_key *k, tt_gpu_info *g, char *err
      * claims, or a table could plant winners under another GPU's key. */
     tt_gpu_fingerprint(g->name, g->cc_major, g->cc_minor, g->sm_count, g->mem_bytes, g->fingerprint);
     if (strcmp(g->fingerprint, k->gpu) != 0)
-        return fail(TT_ERR_INVAL, err, errlen,
+        return tt__fail(TT_ERR_INVAL, err, errlen,
                     "'key.gpu' %s is not the fingerprint of the GPU described (%s, cc %d.%d, %d SMs, "
                     "%lld MiB: %s)",
                     k->gpu, g->name, (int)g->cc_major, (int)g->cc_minor, (int)g->sm_count,
@@ -187,22 +177,22 @@ static int parse_record(const json_t *o, tt_fleet_config_check check, int64_t no
     if ((rc = get_str(o, "", "kind", 1, s, sizeof s, err, errlen)) < 0) return rc;
     if (strcmp(s, "best") == 0) f.kind = TT_FLEET_BEST;
     else if (strcmp(s, "measurement") == 0) f.kind = TT_FLEET_MEASUREMENT;
-    else return fail(TT_ERR_INVAL, err, errlen, "'kind' must be best or measurement, not '%s'", s);
+    else return tt__fail(TT_ERR_INVAL, err, errlen, "'kind' must be best or measurement, not '%s'", s);
 
     int g;
     const json_t *key = member(o, "key", &g);
-    if (!g) return fail(TT_ERR_INVAL, err, errlen, "missing field 'key'");
+    if (!g) return tt__fail(TT_ERR_INVAL, err, errlen, "missing field 'key'");
     if ((rc = parse_key(key, &r->key, err, errlen)) < 0) return rc;
 
     if ((rc = get_str(o, "", "config", 1, s, sizeof s, err, errlen)) < 0) return rc;
     if ((rc = tt_config_parse(s, &r->config)) < 0)
-        return fail(rc == TT_ERR_RANGE ? TT_ERR_RANGE : TT_ERR_INVAL, err, errlen,
+        return tt__fail(rc == TT_ERR_RANGE ? TT_ERR_RANGE : TT_ERR_INVAL, err, errlen,
                     "'config' '%s' is not a valid config (%s)", s,
                     rc == TT_ERR_RANGE ? "a knob out of range" : "every knob of knobs.def once");
     if (check) {
         char why[256];
         if (check(&r->config, r->key.head_dim, why, sizeof why) < 0)
-            return fail(TT_ERR_INVAL, err, errlen, "config not valid at head_dim %d: %s",
+            return tt__fail(TT_ERR_INVAL, err, errlen, "config not valid at head_dim %d: %s",
                         (int)r->key.head_dim, why);
     }
 
@@ -210,9 +200,9 @@ static int parse_record(const json_t *o, tt_fleet_config_check check, int64_t no
     member(o, "status", &given);
     if (!given) r->status = TT_MEAS_OK;
     else if (tt_meas_status_parse(s, &r->status) < 0)
-        return fail(TT_ERR_INVAL, err, errlen, "'status' '%s' is not ok, wrong, fault, timeout or skipped", s);
+        return tt__fail(TT_ERR_INVAL, err, errlen, "'status' '%s' is not ok, wrong, fault, timeout or skipped", s);
     if (f.kind == TT_FLEET_BEST && r->status != TT_MEAS_OK)
-        return fail(TT_ERR_INVAL, err, errlen, "a best record must have status ok");
+        return tt__fail(TT_ERR_INVAL, err, errlen, "a best record must have status ok");
 
     int ok = r->status == TT_MEAS_OK;
     if ((rc = get_int(o, "", "batch", ok, ok ? 1 : 0, 1 << 24, &v, &given, err, errlen)) < 0) return rc;
@@ -226,7 +216,7 @@ static int parse_record(const json_t *o, tt_fleet_config_check check, int64_t no
         (rc = get_num(o, "tflops", 0, 0, 1, 1e6, &r->tflops, err, errlen)) < 0)
         return rc;
     if (r->time_min_ms > 0 && r->time_ms > 0 && r->time_min_ms > r->time_ms)
-        return fail(TT_ERR_INVAL, err, errlen, "'time_min_ms' %g exceeds the median 'time_ms' %g",
+        return tt__fail(TT_ERR_INVAL, err, errlen, "'time_min_ms' %g exceeds the median 'time_ms' %g",
                     r->time_min_ms, r->time_ms);
     if ((rc = get_int(o, "", "reps", 0, 0, INT32_MAX, &v, &given, err, errlen)) < 0) return rc;
     r->reps = given ? (int32_t)v : 0;
@@ -256,16 +246,16 @@ static int parse_record(const json_t *o, tt_fleet_config_check check, int64_t no
         }
     }
     if (f.kind == TT_FLEET_BEST && r->busy == 1)
-        return fail(TT_ERR_INVAL, err, errlen, "a run on a busy GPU cannot be a winner (busy=1)");
+        return tt__fail(TT_ERR_INVAL, err, errlen, "a run on a busy GPU cannot be a winner (busy=1)");
 
     const json_t *gpu = member(o, "gpu", &g);
-    if (!g) return fail(TT_ERR_INVAL, err, errlen, "missing field 'gpu' (the GPU model's description)");
+    if (!g) return tt__fail(TT_ERR_INVAL, err, errlen, "missing field 'gpu' (the GPU model's description)");
     if ((rc = parse_gpu(gpu, &r->key, &f.gpu, err, errlen)) < 0) return rc;
 
     if ((rc = get_str(o, "", "shard", 0, f.shard, sizeof f.shard, err, errlen)) < 0) return rc;
     int si, sn;
     if (f.shard[0] && tt_shard_parse(f.shard, &si, &sn, NULL, 0) < 0)
-        return fail(TT_ERR_INVAL, err, errlen, "'shard' '%s' is not i/n", f.shard);
+        return tt__fail(TT_ERR_INVAL, err, errlen, "'shard' '%s' is not i/n", f.shard);
     *out = f;
     return 0;
 }
@@ -274,10 +264,10 @@ static int parse_record(const json_t *o, tt_fleet_config_check check, int64_t no
 static int load_object(const char *line, size_t len, json_t **out, char *err, size_t errlen) {
     json_error_t je;
     json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
-    if (!o) return fail(TT_ERR_CORRUPT, err, errlen, "not valid JSON: %s (column %d)", je.text, je.column);
+    if (!o) return tt__fail(TT_ERR_CORRUPT, err, errlen, "not valid JSON: %s (column %d)", je.text, je.column);
     if (!json_is_object(o)) {
         json_decref(o);
-        return fail(TT_ERR_CORRUPT, err, errlen, "not a JSON object");
+        return tt__fail(TT_ERR_CORRUPT, err, errlen, "not a JSON object");
     }
     *out = o;
     return 0;
@@ -406,11 +396,11 @@ static int read_header(tt_fleet_reader *r, const char *line, size_t len, char *e
     json_t *o;
     char why[200];
     if (load_object(line, len, &o, why, sizeof why) < 0)
-        return fail(TT_ERR_CORRUPT, err, errlen, "not a tiletune table: line 1 is %s", why);
+        return tt__fail(TT_ERR_CORRUPT, err, errlen, "not a tiletune table: line 1 is %s", why);
     const json_t *fmt = json_object_get(o, "format");
     int rc;
     if (!json_is_string(fmt) || strcmp(json_string_value(fmt), TT_FLEET_FORMAT) != 0) {
-        rc = fail(TT_ERR_CORRUPT, err, errlen, "not a tiletune table: line 1 has no \"format\":\"%s\"",
+        rc = tt__fail(TT_ERR_CORRUPT, err, errlen, "not a tiletune table: line 1 has no \"format\":\"%s\"",
                   TT_FLEET_FORMAT);
         goto out;
     }
@@ -418,12 +408,12 @@ static int read_header(tt_fleet_reader *r, const char *line, size_t len, char *e
     int64_t v;
     /* The version first: a newer format may well have fields we do not know. */
     if ((rc = get_int(o, "header.", "version", 1, 1, INT32_MAX, &v, NULL, why, sizeof why)) < 0) {
-        rc = fail(TT_ERR_CORRUPT, err, errlen, "bad header: %s", why);
+        rc = tt__fail(TT_ERR_CORRUPT, err, errlen, "bad header: %s", why);
         goto out;
     }
     h->version = (int)v;
     if (v > TT_FLEET_VERSION) {
-        rc = fail(TT_ERR_VERSION, err, errlen,
+        rc = tt__fail(TT_ERR_VERSION, err, errlen,
                   "format version %lld is newer than this tiletune reads (%d): upgrade tiletune",
                   (long long)v, TT_FLEET_VERSION);
         goto out;
@@ -436,13 +426,13 @@ static int read_header(tt_fleet_reader *r, const char *line, size_t len, char *e
         (rc = get_str(o, "header.", "kind", 0, kind, sizeof kind, why, sizeof why)) < 0 ||
         (rc = get_str(o, "header.", "gpu", 0, h->gpu, sizeof h->gpu, why, sizeof why)) < 0 ||
         (rc = get_str(o, "header.", "shard", 0, h->shard, sizeof h->shard, why, sizeof why)) < 0) {
-        rc = fail(TT_ERR_CORRUPT, err, errlen, "bad header: %s", why);
+        rc = tt__fail(TT_ERR_CORRUPT, err, errlen, "bad header: %s", why);
         goto out;
     }
     int si, sn;
     if ((strcmp(kind, "best") != 0 && strcmp(kind, "all") != 0) || (h->gpu[0] && !tt__is_hex_id(h->gpu)) ||
         (h->shard[0] && tt_shard_parse(h->shard, &si, &sn, NULL, 0) < 0)) {
-        rc = fail(TT_ERR_CORRUPT, err, errlen, "bad header: kind, gpu or shard malformed");
+        rc = tt__fail(TT_ERR_CORRUPT, err, errlen, "bad header: kind, gpu or shard malformed");
         goto out;
     }
     h->all = strcmp(kind, "all") == 0;
@@ -463,9 +453,9 @@ static int read_end(tt_fleet_reader *r, json_t *o, char *err, size_t errlen) {
         only_fields(o, end_fields, "end.", why, sizeof why) < 0 ||
         get_int(o, "end.", "records", 1, 0, INT64_MAX, &n, NULL, why, sizeof why) < 0 ||
         get_str(o, "end.", "fnv1a64", 0, hex, sizeof hex, why, sizeof why) < 0)
-        return fail(TT_ERR_CORRUPT, err, errlen, "corrupt end line (line %lld)", (long long)r->line_no);
+        return tt__fail(TT_ERR_CORRUPT, err, errlen, "corrupt end line (line %lld)", (long long)r->line_no);
     if (n != r->records)
-        return fail(TT_ERR_CORRUPT, err, errlen,
+        return tt__fail(TT_ERR_CORRUPT, err, errlen,
                     "truncated or spliced: the end line counts %lld records, the file has %lld",
                     (long long)n, (long long)r->records);
     char want[17];
@@ -473,7 +463,7 @@ static int read_end(tt_fleet_reader *r, json_t *o, char *err, size_t errlen) {
     /* Optional, so a table made by hand (or filtered with jq) can leave it
      * out; when present it must match. */
     if (hex[0] && strcmp(hex, want) != 0)
-        return fail(TT_ERR_CORRUPT, err, errlen,
+        return tt__fail(TT_ERR_CORRUPT, err, errlen,
                     "corrupt: the records' checksum is %s, the end line says %s", want, hex);
     r->state = 2;
     return TT_FLEET_LINE_END;
@@ -483,9 +473,9 @@ static int read_end(tt_fleet_reader *r, json_t *o, char *err, size_t errlen) {
  * file of junk stops here, after 4 KiB); later, the file is damaged. */
 static int too_long(const tt_fleet_reader *r, char *err, size_t errlen) {
     if (r->state == 0)
-        return fail(TT_ERR_CORRUPT, err, errlen, "not a tiletune table: line 1 is longer than %d bytes",
+        return tt__fail(TT_ERR_CORRUPT, err, errlen, "not a tiletune table: line 1 is longer than %d bytes",
                     TT_FLEET_LINE_MAX);
-    return fail(TT_ERR_RANGE, err, errlen, "line %lld is longer than %d bytes", (long long)r->line_no,
+    return tt__fail(TT_ERR_RANGE, err, errlen, "line %lld is longer than %d bytes", (long long)r->line_no,
                 TT_FLEET_LINE_MAX);
 }
 
@@ -498,7 +488,7 @@ int tt_fleet_reader_line(tt_fleet_reader *r, const char *line, size_t len, tt_fl
     if (r->state == 2) {
         for (size_t i = 0; i < len; i++)
             if (line[i] != ' ' && line[i] != '\t')
-                return fail(TT_ERR_CORRUPT, err, errlen, "data after the end line (line %lld)",
+                return tt__fail(TT_ERR_CORRUPT, err, errlen, "data after the end line (line %lld)",
                             (long long)r->line_no);
         return TT_FLEET_LINE_END;
     }
@@ -513,7 +503,7 @@ int tt_fleet_reader_line(tt_fleet_reader *r, const char *line, size_t len, tt_fl
     r->sum = tt_fleet_sum_line(r->sum, line, len);
     if (r->records > TT_FLEET_RECORDS_MAX) {
         json_decref(o);
-        return fail(TT_ERR_RANGE, err, errlen, "more than %d records in one table", TT_FLEET_RECORDS_MAX);
+        return tt__fail(TT_ERR_RANGE, err, errlen, "more than %d records in one table", TT_FLEET_RECORDS_MAX);
     }
     if (rc == 0) rc = parse_record(o, r->check, r->now, out, err, errlen);
     json_decref(o);
@@ -522,8 +512,8 @@ int tt_fleet_reader_line(tt_fleet_reader *r, const char *line, size_t len, tt_fl
 
 int tt_fleet_reader_finish(const tt_fleet_reader *r, char *err, size_t errlen) {
     if (r->state == 2) return 0;
-    if (r->line_no == 0) return fail(TT_ERR_CORRUPT, err, errlen, "empty file: not a tiletune table");
-    return fail(TT_ERR_CORRUPT, err, errlen, "truncated: no end line after %lld records",
+    if (r->line_no == 0) return tt__fail(TT_ERR_CORRUPT, err, errlen, "empty file: not a tiletune table");
+    return tt__fail(TT_ERR_CORRUPT, err, errlen, "truncated: no end line after %lld records",
                 (long long)r->records);
 }
 
@@ -534,7 +524,7 @@ int tt_fleet_read_stream(FILE *f, tt_fleet_reader *r, tt_fleet_line_cb on_line, 
     char why[512];
     int rc = 0;
     if (!line || !rec) {
-        rc = fail(TT_ERR_NOMEM, err, errlen, "out of memory");
+        rc = tt__fail(TT_ERR_NOMEM, err, errlen, "out of memory");
         goto out;
     }
     for (;;) {
@@ -542,7 +532,7 @@ int tt_fleet_read_stream(FILE *f, tt_fleet_reader *r, tt_fleet_line_cb on_line, 
         int c = EOF;
         while (n < TT_FLEET_LINE_MAX + 2 && (c = getc_unlocked(f)) != EOF && c != '\n') line[n++] = (char)c;
         if (c == EOF && ferror(f)) {
-            rc = fail(TT_ERR_IO, err, errlen, "read error");
+            rc = tt__fail(TT_ERR_IO, err, errlen, "read error");
             goto out;
         }
         if (c == EOF && n == 0) break;
@@ -554,7 +544,7 @@ int tt_fleet_read_stream(FILE *f, tt_fleet_reader *r, tt_fleet_line_cb on_line, 
         why[0] = '\0';
         int what = tt_fleet_reader_line(r, line, n, rec, why, sizeof why);
         if (what < 0) {
-            rc = fail(what, err, errlen, "%s", why);
+            rc = tt__fail(what, err, errlen, "%s", why);
             goto out;
         }
         if (on_line && (rc = on_line(ud, what, r->records, what == TT_FLEET_LINE_RECORD ? rec : NULL, why)))

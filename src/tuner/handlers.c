@@ -231,6 +231,33 @@ static int parse_list(tt_daemon *d, const char *name, const char *s, int64_t min
     }
 }
 
+/* The options TUNE and TUNE stale=1 share: mode, batch, heads (0 = the
+ * worker's rule), gpu. Answers ERR and returns -1 on a bad one. */
+static int job_options(tt_daemon *d, const tt__msg *m, tt_buf *out, tt_job_mode *mode, int64_t *batch,
+                       int64_t *heads, const char **gpu) {
+    const char *s;
+    *mode = TT_JOB_EXHAUSTIVE;
+    *batch = *heads = 0;
+    if ((s = tt__msg_get(m, "mode")) && tt_job_mode_parse(s, mode) < 0) {
+        ERR(UNSUPPORTED, "mode must be exhaustive or fast");
+        return -1;
+    }
+    if ((s = tt__msg_get(m, "batch")) && tt__parse_i64(s, 1, 1 << 20, batch) < 0) {
+        ERR(RANGE, "batch out of range 1..%d", 1 << 20);
+        return -1;
+    }
+    if ((s = tt__msg_get(m, "heads")) && tt__parse_i64(s, 1, 4096, heads) < 0) {
+        ERR(RANGE, "heads out of range 1..4096");
+        return -1;
+    }
+    *gpu = tt__msg_get(m, "gpu");
+    if (*gpu && !tt__is_hex_id(*gpu)) {
+        ERR(FIELD, "gpu must be a hex fingerprint");
+        return -1;
+    }
+    return 0;
+}
+
 static void h_tune_stale(tt_daemon *d, const tt__msg *m, tt_buf *out);
 
 static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
@@ -278,25 +305,10 @@ static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
     if ((s = tt__msg_get(m, "seqlen_k")) &&
         parse_list(d, "seqlen_k", s, 1, TT_SEQLEN_MAX, sk, &nsk, out) < 0)
         return;
-    tt_job_mode mode = TT_JOB_EXHAUSTIVE;
-    if ((s = tt__msg_get(m, "mode")) && tt_job_mode_parse(s, &mode) < 0) {
-        ERR(UNSUPPORTED, "mode must be exhaustive or fast");
-        return;
-    }
-    int64_t batch = 0, heads = 0;
-    if ((s = tt__msg_get(m, "batch")) && tt__parse_i64(s, 1, 1 << 20, &batch) < 0) {
-        ERR(RANGE, "batch out of range 1..%d", 1 << 20);
-        return;
-    }
-    if ((s = tt__msg_get(m, "heads")) && tt__parse_i64(s, 1, 4096, &heads) < 0) {
-        ERR(RANGE, "heads out of range 1..4096");
-        return;
-    }
-    const char *gpu = tt__msg_get(m, "gpu");
-    if (gpu && !tt__is_hex_id(gpu)) {
-        ERR(FIELD, "gpu must be a hex fingerprint");
-        return;
-    }
+    tt_job_mode mode;
+    int64_t batch, heads;
+    const char *gpu;
+    if (job_options(d, m, out, &mode, &batch, &heads, &gpu) < 0) return;
     int shard_i = 1, shard_n = 1;
     char serr[128];
     if ((s = tt__msg_get(m, "shard")) && tt_shard_parse(s, &shard_i, &shard_n, serr, sizeof serr) < 0) {
@@ -434,30 +446,15 @@ static void h_tune_stale(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     static const char *const allowed[] = {"stale", "mode", "batch", "heads", "gpu", NULL};
     static const char *const numbers[] = {"stale", "batch", "heads", NULL};
     if (check_fields(d, m, allowed, NULL, out) < 0 || check_numbers(d, m, numbers, out) < 0) return;
-    int64_t v, batch = 0, heads = 0;
+    int64_t v, batch, heads;
     const char *s = tt__msg_get(m, "stale");
     if (tt__parse_i64(s, 1, 1, &v) < 0) {
         ERR(RANGE, "stale must be 1");
         return;
     }
-    tt_job_mode mode = TT_JOB_EXHAUSTIVE;
-    if ((s = tt__msg_get(m, "mode")) && tt_job_mode_parse(s, &mode) < 0) {
-        ERR(UNSUPPORTED, "mode must be exhaustive or fast");
-        return;
-    }
-    if ((s = tt__msg_get(m, "batch")) && tt__parse_i64(s, 1, 1 << 20, &batch) < 0) {
-        ERR(RANGE, "batch out of range 1..%d", 1 << 20);
-        return;
-    }
-    if ((s = tt__msg_get(m, "heads")) && tt__parse_i64(s, 1, 4096, &heads) < 0) {
-        ERR(RANGE, "heads out of range 1..4096");
-        return;
-    }
-    const char *gpu = tt__msg_get(m, "gpu");
-    if (gpu && !tt__is_hex_id(gpu)) {
-        ERR(FIELD, "gpu must be a hex fingerprint");
-        return;
-    }
+    tt_job_mode mode;
+    const char *gpu;
+    if (job_options(d, m, out, &mode, &batch, &heads, &gpu) < 0) return;
     const char *rev = tt_daemon_rev(d);
     stale_ctx x = {NULL, 0, 0};
     int rc = tt_store_stale_keys(d->store, rev, gpu ? gpu : tt_daemon_gpu(d), add_stale, &x);

@@ -451,30 +451,31 @@ oom:
 /* The fp32 reference on the checked planes: (batch 0, head 0) and (last
  * batch, last head). All rows of a plane are checked; checking every plane
  * would cost the slow reference B*H/2 times more on the largest keys. */
-/* Compiled before the pool starts: a key whose reference cannot be built
- * fails before any variant is compiled for it. */
-static int compile_reference(keyrun *r) {
-    tt_worker *w = r->w;
+/* The reference kernel's variant for the key (its knobs are the
+ * reference's own, see sdpa_ref.cu). */
+static tt__variant reference_variant(const keyrun *r) {
     tt__variant v;
     memset(&v, 0, sizeof v);
     tt__reference_config(&v.config);
     v.head_dim = r->D;
     v.dtype = r->t->key.dtype;
     v.causal = r->t->key.causal ? 1 : 0;
-    v.arch = w->dev.limits.arch;
+    v.arch = r->w->dev.limits.arch;
+    return v;
+}
+
+/* Compiled before the pool starts: a key whose reference cannot be built
+ * fails before any variant is compiled for it. */
+static int compile_reference(keyrun *r) {
+    tt_worker *w = r->w;
+    tt__variant v = reference_variant(r);
     tt__jit_opts jo = {.source = w->ref, .cache_dir = w->o.cache_dir};
     return tt__jit_compile(&jo, &v, &r->refcb, r->err, sizeof r->err) < 0 ? -1 : 0;
 }
 
 static int run_reference(keyrun *r) {
     tt_worker *w = r->w;
-    tt__variant v;
-    memset(&v, 0, sizeof v);
-    tt__reference_config(&v.config);
-    v.head_dim = r->D;
-    v.dtype = r->t->key.dtype;
-    v.causal = r->t->key.causal ? 1 : 0;
-    v.arch = w->dev.limits.arch;
+    tt__variant v = reference_variant(r);
     tt__cubin *cb = r->refcb;
     r->refcb = NULL;
     tt__kernel *k = NULL;
