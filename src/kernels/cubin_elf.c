@@ -19,9 +19,10 @@ typedef struct section {
 } section;
 
 static int section_at(const unsigned char *b, size_t len, uint64_t shoff, uint16_t i, section *s) {
-    uint64_t o = shoff + (uint64_t)i * 64;
-    if (o + 64 > len) return -1;
-    const unsigned char *h = b + o;
+    /* no sum that can wrap: shoff comes from the file */
+    uint64_t o = (uint64_t)i * 64;
+    if (shoff > len || o > len - shoff || len - shoff - o < 64) return -1;
+    const unsigned char *h = b + shoff + o;
     s->name = u32(h);
     s->type = u32(h + 4);
     s->off = u64(h + 0x18);
@@ -87,6 +88,7 @@ int tt__cubin_elf_report(const void *cubin, size_t len, const char *entry, tt__r
         }
     }
     if (regs <= 0) return TT_ERR_NOTFOUND;
+    if (regs > INT32_MAX || frame > INT32_MAX) return TT_ERR_CORRUPT;
     r->registers = (int32_t)regs;
     r->stack_frame = (int32_t)frame;
     r->spill_stores = r->spill_loads = 0;

@@ -140,6 +140,77 @@ TEST(cubin_attributes_match_the_ptxas_report) {
     }
 }
 
+/* A minimal ELF64 image the report reader accepts: sections null,
+ * .shstrtab, .strtab, .symtab (symbol 1 = the entry), .nv.info with one
+ * REGCOUNT record (symbol 1, `regs`). Section headers at `shoff`. */
+static size_t put_le(unsigned char *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+    return (size_t)n;
+}
+static size_t tiny_elf(unsigned char *b, size_t cap, uint32_t regs) {
+    static const char shstr[] = "\0.shstrtab\0.strtab\0.symtab\0.nv.info";
+    static const char str[] = "\0" TT_SDPA_ENTRY;
+    memset(b, 0, cap);
+    memcpy(b, "\x7f" "ELF", 4);
+    b[4] = 2;
+    size_t o = 64;
+    size_t shstr_off = o, str_off = (o += sizeof shstr), sym_off = (o += sizeof str);
+    memcpy(b + shstr_off, shstr, sizeof shstr);
+    memcpy(b + str_off, str, sizeof str);
+    put_le(b + sym_off + 24, 1, 4); /* symbol 1's name: strtab offset 1 */
+    size_t info_off = (o += 48);
+    b[info_off] = 0x04; /* EIFMT_SVAL */
+    b[info_off + 1] = 0x2f; /* EIATTR_REGCOUNT */
+    put_le(b + info_off + 2, 8, 2);
+    put_le(b + info_off + 4, 1, 4);
+    put_le(b + info_off + 8, regs, 4);
+    size_t shoff = (o += 16);
+    struct { uint32_t name, type, link; uint64_t off, size, entsize; } sh[5] = {
+        {0, 0, 0, 0, 0, 0},
+        {1, 3, 0, shstr_off, sizeof shstr, 0},
+        {11, 3, 0, str_off, sizeof str, 0},
+        {19, 2, 2, sym_off, 48, 24},
+        {27, 0x70000000, 0, info_off, 16, 0}};
+    for (int i = 0; i < 5; i++) {
+        unsigned char *h = b + shoff + 64 * (size_t)i;
+        put_le(h, sh[i].name, 4);
+        put_le(h + 4, sh[i].type, 4);
+        put_le(h + 0x18, sh[i].off, 8);
+        put_le(h + 0x20, sh[i].size, 8);
+        put_le(h + 0x28, sh[i].link, 4);
+        put_le(h + 0x38, sh[i].entsize, 8);
+    }
+    put_le(b + 0x28, shoff, 8);
+    put_le(b + 0x3a, 64, 2);
+    put_le(b + 0x3c, 5, 2);
+    put_le(b + 0x3e, 1, 2);
+    ASSERT(shoff + 5 * 64 <= cap);
+    return shoff + 5 * 64;
+}
+
+/* Corrupt images are refused without reading outside the buffer (the
+ * section header offset comes from the file: offset + index must not wrap). */
+TEST(cubin_elf_refuses_corrupt_images) {
+    unsigned char b[1024];
+    size_t len = tiny_elf(b, sizeof b, 40);
+    tt__report r;
+    memset(&r, 0, sizeof r);
+    ASSERT_OK(tt__cubin_elf_report(b, len, TT_SDPA_ENTRY, &r));
+    ASSERT_EQ(r.registers, 40);
+    ASSERT_EQ(tt__cubin_elf_report(b, len, "other", &r), TT_ERR_NOTFOUND);
+    uint64_t bad_shoff[] = {UINT64_MAX - 63, UINT64_MAX - 64 * 4, UINT64_MAX, len, len - 63};
+    for (size_t i = 0; i < sizeof bad_shoff / sizeof bad_shoff[0]; i++) {
+        tiny_elf(b, sizeof b, 40);
+        put_le(b + 0x28, bad_shoff[i], 8);
+        ASSERT_EQ(tt__cubin_elf_report(b, len, TT_SDPA_ENTRY, &r), TT_ERR_CORRUPT);
+    }
+    /* a register count that does not fit the report's int32 */
+    len = tiny_elf(b, sizeof b, 0x80000000u);
+    memset(&r, 0, sizeof r);
+    ASSERT_EQ(tt__cubin_elf_report(b, len, TT_SDPA_ENTRY, &r), TT_ERR_CORRUPT);
+    ASSERT_EQ(r.registers, 0);
+}
+
 TEST(macros_name_every_knob) {
     tt__variant v = variant_for(128, TT_DTYPE_BF16, 1, 90);
     char buf[512];
