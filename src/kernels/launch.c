@@ -242,7 +242,8 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
     if (!tt__dtype_name((tt_dtype)a->dtype))
         FAIL(TT_ERR_UNSUPPORTED, "dtype %d is not fp16 (%d) or bf16 (%d)", (int)a->dtype,
              TT_DTYPE_FP16, TT_DTYPE_BF16);
-    if (a->head_dim > INT32_MAX || !tt__head_dim_supported((int32_t)a->head_dim))
+    /* both bounds: a negative int64 can truncate to a supported int32 */
+    if (a->head_dim < 1 || a->head_dim > INT32_MAX || !tt__head_dim_supported((int32_t)a->head_dim))
         FAIL(TT_ERR_UNSUPPORTED, "head_dim %lld is not supported (32, 64, 96, 128 or 256)",
              (long long)a->head_dim);
     const struct {

@@ -99,8 +99,9 @@ TEST(unsupported_dtype_and_head_dim) {
     tt_sdpa_args a = good();
     a.dtype = 2;
     expect(&a, TT_ERR_UNSUPPORTED, "dtype 2");
-    int64_t bad_d[4] = {0, 80, 512, (int64_t)1 << 40};
-    for (int i = 0; i < 4; i++) {
+    /* the negative ones truncate to 64 and 128 as int32 */
+    int64_t bad_d[7] = {0, 80, 512, (int64_t)1 << 40, -1, -((int64_t)1 << 32) + 64, INT64_MIN + 128};
+    for (int i = 0; i < 7; i++) {
         a = good();
         a.head_dim = bad_d[i];
         expect(&a, TT_ERR_UNSUPPORTED, "head_dim");
