@@ -277,7 +277,9 @@ static int cmd_tune(cli *c) {
         n = snprintf(line, sizeof line, "TUNE dtype=%s hdim=%s causal=%s seqlen=%s", cli_opt_val(c, "dtype"),
                      cli_opt_val(c, "hdim"), cl, cli_opt_val(c, "seqlen"));
     const char *extra[] = {"mode", "batch", "heads", "gpu", "shard"};
-    for (int i = 0; i < 5; i++)
+    /* snprintf returns the length it wanted: once the lists overflow the
+     * buffer, appending at line + n would write past it. */
+    for (int i = 0; i < 5 && n < TT_LINE_MAX; i++)
         if (cli_opt_val(c, extra[i]))
             n += snprintf(line + n, sizeof line - (size_t)n, " %s=%s", extra[i], cli_opt_val(c, extra[i]));
     if (n >= TT_LINE_MAX) return cli_usage(c, "the lists are too long for one request");

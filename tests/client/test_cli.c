@@ -75,6 +75,25 @@ TEST(usage_errors_exit_2) {
     ASSERT_CONTAINS(r.err, "tiletune lookup --help");
 }
 
+/* Lists longer than a request line, with options after them: the
+ * request is refused as too long, not built past the end of its buffer. */
+TEST(tune_lists_too_long_with_options) {
+    static char seqlens[5 * 1200 + 1];
+    /* Several lengths past the buffer: where the stray write lands (and
+     * whether it crashes without ASan) depends on how far past it is. */
+    for (int items = 830; items <= 1200; items += 5) {
+        size_t at = 0;
+        for (int i = 0; i < items; i++)
+            at += (size_t)snprintf(seqlens + at, sizeof seqlens - at, "%s1024", i ? "," : "");
+        cli_result r;
+        cli(&r, "--socket", "/nonexistent/tiletune.sock", "tune", "--seqlen", seqlens, "--hdim", "128", "--dtype",
+            "fp16", "--causal", "no", "--mode", "fast", "--gpu", "abc", "--shard", "1/2", NULL);
+        if (r.rc != 2) fprintf(stderr, "%d seqlens: rc %d\n", items, r.rc);
+        ASSERT_EQ(r.rc, 2);
+        ASSERT_CONTAINS(r.err, "too long for one request");
+    }
+}
+
 TEST(help_exits_0) {
     cli_result r;
     cli(&r, "--help", NULL);
