@@ -223,6 +223,23 @@ static int check_strides(const char *name, const int64_t s[3], char *err, size_t
     return 0;
 }
 
+/* The kernel forms element offsets b*s[0] + h*s[1] + row*s[2] in int64 and
+ * byte addresses from them: the last element of a tensor must be
+ * addressable without either wrapping. */
+static int check_extent(const char *name, const void *ptr, const int64_t s[3], int64_t n0, int64_t n1,
+                        int64_t n2, int64_t row_len, int64_t elem_bytes, char *err, size_t errlen) {
+    const int64_t n[3] = {n0, n1, n2};
+    int64_t end = row_len, t;
+    for (int i = 0; i < 3; i++)
+        if (__builtin_mul_overflow(n[i] - 1, s[i], &t) || __builtin_add_overflow(end, t, &end)) goto over;
+    if (__builtin_mul_overflow(end, elem_bytes, &end) || (uint64_t)end > UINTPTR_MAX - (uintptr_t)ptr)
+        goto over;
+    return 0;
+over:
+    return tt__fail(TT_ERR_INVAL, err, errlen,
+                    "%s: its strides and sizes address past the end of the 64-bit address space", name);
+}
+
 int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *err, size_t errlen) {
 #define FAIL(code, ...) return tt__fail(code, err, errlen, __VA_ARGS__)
     if (!a) FAIL(TT_ERR_INVAL, "no arguments");
@@ -276,6 +293,15 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
         return rc;
     if (a->o_stride[2] < a->head_dim) FAIL(TT_ERR_INVAL, "o row stride %lld is less than head_dim: output rows overlap", (long long)a->o_stride[2]);
     if (a->lse_stride[0] < 0 || a->lse_stride[1] < 0) FAIL(TT_ERR_INVAL, "lse strides are negative");
+    const int packed_lse = a->lse_stride[0] == 0 && a->lse_stride[1] == 0;
+    const int64_t lse_s[3] = {packed_lse ? a->heads_q * a->seqlen_q : a->lse_stride[0],
+                              packed_lse ? a->seqlen_q : a->lse_stride[1], 1};
+    if ((rc = check_extent("q", a->q, a->q_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
+        (rc = check_extent("k", a->k, a->k_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2, err, errlen)) < 0 ||
+        (rc = check_extent("v", a->v, a->v_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2, err, errlen)) < 0 ||
+        (rc = check_extent("o", a->o, a->o_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
+        (a->lse && (rc = check_extent("lse", a->lse, lse_s, a->batch, a->heads_q, a->seqlen_q, 1, 4, err, errlen)) < 0))
+        return rc;
     if (a->config) {
         char msg[200];
         if ((rc = tt__variant_check(a->config, (int32_t)a->head_dim, NULL, msg, sizeof msg)) < 0)
@@ -293,13 +319,8 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
     P.k_batch_stride = a->k_stride[0], P.k_head_stride = a->k_stride[1], P.k_row_stride = a->k_stride[2];
     P.v_batch_stride = a->v_stride[0], P.v_head_stride = a->v_stride[1], P.v_row_stride = a->v_stride[2];
     P.o_batch_stride = a->o_stride[0], P.o_head_stride = a->o_stride[1], P.o_row_stride = a->o_stride[2];
-    if (a->lse_stride[0] == 0 && a->lse_stride[1] == 0) {
-        P.lse_batch_stride = a->heads_q * a->seqlen_q;
-        P.lse_head_stride = a->seqlen_q;
-    } else {
-        P.lse_batch_stride = a->lse_stride[0];
-        P.lse_head_stride = a->lse_stride[1];
-    }
+    P.lse_batch_stride = lse_s[0];
+    P.lse_head_stride = lse_s[1];
     P.batch = (int)a->batch;
     P.heads_q = (int)a->heads_q;
     P.heads_kv = (int)a->heads_kv;

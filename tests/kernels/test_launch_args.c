@@ -154,6 +154,43 @@ TEST(strides) {
     expect(&a, TT_ERR_INVAL, "lse strides");
 }
 
+/* Offsets the kernel forms in int64 (b*s0 + h*s1 + row*s2, then bytes)
+ * must not wrap: such strides are refused, not launched. */
+TEST(extents_past_the_address_space) {
+    tt_sdpa_args a = good();
+    a.q_stride[2] = (int64_t)1 << 62; /* 99 rows of it wrap the element offset */
+    expect(&a, TT_ERR_INVAL, "q: its strides and sizes address past");
+    a = good();
+    a.k_stride[0] = INT64_MAX - 7; /* one batch step, then + head_dim wraps */
+    expect(&a, TT_ERR_INVAL, "k: its strides");
+    a = good();
+    a.v_stride[1] = (int64_t)1 << 62; /* the elements fit, their bytes do not */
+    a.heads_kv = 2;
+    expect(&a, TT_ERR_INVAL, "v: its strides");
+    a = good();
+    a.o = (void *)(uintptr_t)(UINTPTR_MAX - 4095); /* aligned, too close to the top */
+    expect(&a, TT_ERR_INVAL, "o: its strides");
+    /* packed lse of the largest grid: its elements fit int64, its bytes do not */
+    a = good();
+    memset(a.q_stride, 0, sizeof a.q_stride);
+    int64_t o_s[3] = {0, 0, 64}, kv[3] = {0, 0, 64};
+    memcpy(a.o_stride, o_s, sizeof o_s);
+    memcpy(a.k_stride, kv, sizeof kv);
+    memcpy(a.v_stride, kv, sizeof kv);
+    a.batch = a.heads_q = 65535;
+    a.heads_kv = 1;
+    a.seqlen_q = INT32_MAX;
+    expect(&a, TT_ERR_INVAL, "lse: its strides");
+    a.lse = NULL; /* no lse: nothing past the end */
+    tt_sdpa_params p;
+    char err[256];
+    ASSERT_OK(tt__sdpa_params_from_args(&a, &p, err, sizeof err));
+    /* the largest offsets that still fit are accepted */
+    a = good();
+    a.q_stride[0] = ((INT64_MAX / 2 - 8 * 64 * 100) / 8) * 8;
+    ASSERT_OK(tt__sdpa_params_from_args(&a, &p, err, sizeof err));
+}
+
 TEST(flags_scale_reserved) {
     tt_sdpa_args a = good();
     a.causal = 2;
