@@ -90,7 +90,8 @@ int tt__variant_check(const tt_config *c, int32_t head_dim, const tt__device_lim
 /* More stages than K/V tiles buy nothing: prune them for short keys. */
 static int useful_for_seqlen(const tt_config *c, const tt_key *key) {
     if (key->seqlen_k <= 0 || c->stages <= 1) return 1;
-    int64_t tiles = (key->seqlen_k + c->block_n - 1) / c->block_n;
+    /* rounded up without the sum that overflows for the largest seqlen_k */
+    int64_t tiles = key->seqlen_k / c->block_n + (key->seqlen_k % c->block_n != 0);
     return tiles >= c->stages;
 }
 

@@ -121,6 +121,19 @@ TEST(short_keys_prune_stages) {
     free(e);
 }
 
+/* tt_sdpa_variants passes the caller's key through: the largest seqlen_k
+ * prunes nothing (the tile count's rounding must not overflow). */
+TEST(huge_seqlen_k_prunes_nothing) {
+    tt__device_limits d;
+    tt__device_limits_nominal(90, &d);
+    tt_key k = {.head_dim = 64, .dtype = TT_DTYPE_FP16, .seqlen_q = 1, .seqlen_k = INT64_MAX};
+    tt__space_entry *e;
+    size_t n;
+    ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
+    free(e);
+    ASSERT_EQ(n, space_size(64, 90, 0));
+}
+
 TEST(bad_keys) {
     tt__device_limits d;
     tt__device_limits_nominal(90, &d);
