@@ -109,7 +109,11 @@ static int put(char *buf, size_t len, size_t *used, const char *s, size_t n) {
 int tt_config_format(const tt_config *cfg, char *buf, size_t len) {
     if (!cfg || !buf) return TT_ERR_INVAL;
     if (tt__config_check_ranges(cfg, NULL, 0) < 0) return TT_ERR_RANGE;
-    size_t used = 0;
+    /* Built here and copied out whole: a buffer too short for the text is
+     * left as it was (tiletune.h: out-parameters only on success), not
+     * filled with a prefix and no NUL. */
+    char text[TT_CONFIG_TEXT_MAX];
+    size_t used = 0, cap = len < sizeof text ? len : sizeof text;
     for (int i = 0; i < tt__knob_count(); i++) {
         const tt__knob *k = &knobs[i];
         int32_t v = tt__knob_get(k, cfg);
@@ -124,10 +128,11 @@ int tt_config_format(const tt_config *cfg, char *buf, size_t len) {
             s = p;
             n = (size_t)(num + sizeof num - p);
         }
-        if ((i && put(buf, len, &used, ",", 1) < 0) || put(buf, len, &used, k->name, strlen(k->name)) < 0 ||
-            put(buf, len, &used, "=", 1) < 0 || put(buf, len, &used, s, n) < 0)
+        if ((i && put(text, cap, &used, ",", 1) < 0) || put(text, cap, &used, k->name, strlen(k->name)) < 0 ||
+            put(text, cap, &used, "=", 1) < 0 || put(text, cap, &used, s, n) < 0)
             return TT_ERR_RANGE;
     }
+    memcpy(buf, text, used);
     buf[used] = '\0';
     return (int)used;
 }

@@ -72,6 +72,13 @@ TEST(format_refuses_out_of_range_and_short_buffers) {
     tt_config c = sample();
     char buf[TT_CONFIG_TEXT_MAX];
     ASSERT_EQ(tt_config_format(&c, buf, 10), TT_ERR_RANGE);
+    /* one byte short of the text and its NUL: the buffer stays as it was */
+    int n = tt_config_format(&c, buf, sizeof buf);
+    ASSERT(n > 0);
+    memset(buf, 'x', sizeof buf);
+    ASSERT_EQ(tt_config_format(&c, buf, (size_t)n), TT_ERR_RANGE);
+    for (size_t i = 0; i < sizeof buf; i++) ASSERT_EQ(buf[i], 'x');
+    ASSERT_EQ(tt_config_format(&c, buf, (size_t)n + 1), n);
     c.stages = 99;
     ASSERT_EQ(tt_config_format(&c, buf, sizeof buf), TT_ERR_RANGE);
 }
