@@ -33,6 +33,7 @@ struct tt__cache {
     pthread_mutex_t wlock; /* writers only */
     uint64_t set_mask;
     uint64_t clock; /* insertion stamps, under wlock */
+    _Atomic uint64_t generation; /* clears so far; written under wlock */
     uint64_t *stamp;
     slot *slots;
 };
@@ -58,6 +59,7 @@ int tt__cache_new(int entries, tt__cache **out) {
         atomic_init(&s->expires, 0);
         for (size_t j = 0; j < PAYLOAD_WORDS; j++) atomic_init(&s->w[j], 0);
     }
+    atomic_init(&c->generation, 0);
     c->set_mask = sets - 1;
     *out = c;
     return 0;
@@ -137,7 +139,8 @@ static void slot_write(slot *s, uint64_t hash, int64_t expires, const payload_wo
     atomic_store_explicit(&s->seq, q + 2, memory_order_release);
 }
 
-void tt__cache_put(tt__cache *c, const tt_key *key, const tt_lookup_result *res, int64_t expires_ns) {
+static void put(tt__cache *c, const uint64_t *generation, const tt_key *key, const tt_lookup_result *res,
+                int64_t expires_ns) {
     payload_words pw;
     memset(&pw, 0, sizeof pw);
     /* Copy field by field so the stored key has no stray bytes after the
@@ -154,6 +157,10 @@ void tt__cache_put(tt__cache *c, const tt_key *key, const tt_lookup_result *res,
     uint64_t base = set_of(c, h);
 
     pthread_mutex_lock(&c->wlock);
+    if (generation && *generation != atomic_load_explicit(&c->generation, memory_order_relaxed)) {
+        pthread_mutex_unlock(&c->wlock); /* cleared since the answer was asked for */
+        return;
+    }
     int victim = -1;
     for (int i = 0; i < TT_CACHE_WAYS && victim < 0; i++) {
         slot *s = &c->slots[base + i];
@@ -175,8 +182,20 @@ void tt__cache_put(tt__cache *c, const tt_key *key, const tt_lookup_result *res,
     pthread_mutex_unlock(&c->wlock);
 }
 
+void tt__cache_put(tt__cache *c, const tt_key *key, const tt_lookup_result *res, int64_t expires_ns) {
+    put(c, NULL, key, res, expires_ns);
+}
+
+void tt__cache_put_since(tt__cache *c, uint64_t generation, const tt_key *key, const tt_lookup_result *res,
+                         int64_t expires_ns) {
+    put(c, &generation, key, res, expires_ns);
+}
+
+uint64_t tt__cache_generation(tt__cache *c) { return atomic_load_explicit(&c->generation, memory_order_acquire); }
+
 void tt__cache_clear(tt__cache *c) {
     pthread_mutex_lock(&c->wlock);
+    atomic_fetch_add_explicit(&c->generation, 1, memory_order_release);
     for (uint64_t i = 0; i <= c->set_mask * TT_CACHE_WAYS + TT_CACHE_WAYS - 1; i++)
         if (atomic_load_explicit(&c->slots[i].hash, memory_order_relaxed) != 0)
             slot_write(&c->slots[i], 0, 0, NULL);

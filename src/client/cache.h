@@ -29,6 +29,12 @@ int tt__cache_get(tt__cache *c, const tt_key *key, int64_t (*now_ns)(void), tt_l
 void tt__cache_put(tt__cache *c, const tt_key *key, const tt_lookup_result *res, int64_t expires_ns);
 /* Drops every entry. */
 void tt__cache_clear(tt__cache *c);
+/* How many clears so far. An answer asked for before a clear must not land
+ * in the cache after it: read the generation before asking, then put with
+ * tt__cache_put_since, which drops the answer if a clear came in between. */
+uint64_t tt__cache_generation(tt__cache *c);
+void tt__cache_put_since(tt__cache *c, uint64_t generation, const tt_key *key, const tt_lookup_result *res,
+                         int64_t expires_ns);
 
 /* The hash of a key as the cache uses it (exposed for tests). */
 uint64_t tt__cache_hash(const tt_key *key);

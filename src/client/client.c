@@ -267,13 +267,16 @@ int tt_lookup(tt_client *c, const tt_key *key, tt_lookup_result *out) {
         pthread_mutex_unlock(&c->io);
         return fallback(c, key, out);
     }
+    /* Read before asking: a tt_client_flush while we wait for the answer
+     * must keep it out of the cache (an exact answer would stay forever). */
+    uint64_t gen = tt__cache_generation(c->cache);
     rc = ask(c, key, &res, now + (int64_t)c->timeout_ms * 1000000);
     pthread_mutex_unlock(&c->io);
     if (rc > 0) return fallback(c, key, out);
     if (rc < 0) return rc;
     count(&c->n_answers);
-    tt__cache_put(c->cache, key, &res,
-                  res.match == TT_MATCH_EXACT ? 0 : coarse_now_ns() + c->ttl_ns);
+    tt__cache_put_since(c->cache, gen, key, &res,
+                        res.match == TT_MATCH_EXACT ? 0 : coarse_now_ns() + c->ttl_ns);
     *out = res;
     return 0;
 }

@@ -140,6 +140,49 @@ TEST(answer_parsed_and_cached) {
     fake_stop(f);
 }
 
+/* The first LOOKUP's answer is held back until the test has flushed the
+ * cache; the first answer is "tuned for 1", later ones "tuned for 2". */
+static _Atomic int flush_asked, flush_done;
+static const char *slow_then_retuned(fake_daemon *f, const char *line) {
+    (void)f;
+    if (strncmp(line, "HELLO ", 6) == 0) return "OK proto=1 server=fake/0 rev=ab gpu=none\n";
+    if (atomic_fetch_add(&flush_asked, 1) == 0) {
+        while (!atomic_load(&flush_done)) usleep(1000);
+        return "OK match=exact config=" CFG " seqlen_q=1 seqlen_k=1 tflops=1\n";
+    }
+    return "OK match=exact config=" CFG " seqlen_q=2 seqlen_k=2 tflops=2\n";
+}
+
+static void *lookup_once(void *arg) {
+    tt_client *c = arg;
+    tt_key k = key_of(4096);
+    tt_lookup_result r;
+    return (void *)(intptr_t)tt_lookup(c, &k, &r);
+}
+
+/* A flush while a lookup waits for the daemon: that (older) answer must
+ * not be cached after the flush, or an exact answer stays forever. */
+TEST(flush_during_a_lookup_keeps_its_answer_out) {
+    fake_daemon *f = fake_start(FAKE_SERVE, slow_then_retuned);
+    tt_client *c;
+    ASSERT_OK(tt_client_open(f->path, 5000, &c));
+    pthread_t t;
+    ASSERT_OK(pthread_create(&t, NULL, lookup_once, c));
+    while (atomic_load(&flush_asked) == 0) usleep(1000);
+    tt_client_flush(c);
+    atomic_store(&flush_done, 1);
+    void *ret;
+    pthread_join(t, &ret);
+    ASSERT_EQ((int)(intptr_t)ret, 0);
+    tt_key k = key_of(4096);
+    tt_lookup_result r;
+    ASSERT_OK(tt_lookup(c, &k, &r));
+    ASSERT_EQ(atomic_load(&f->nlookup), 2);
+    ASSERT(r.tflops == 2);
+    tt_client_close(c);
+    fake_stop(f);
+}
+
 TEST(nearest_answers_expire) {
     fake_daemon *f = fake_start(FAKE_SERVE, tuned);
     tt_client *c;
