@@ -39,8 +39,9 @@ static int mkdirs(const char *path) {
     }
     if (mkdir(buf, 0700) < 0 && errno != EEXIST) return -1;
     struct stat st;
-    if (stat(buf, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        if (errno == 0) errno = ENOTDIR;
+    if (stat(buf, &st) < 0) return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR; /* mkdir's EEXIST would say "File exists" */
         return -1;
     }
     return 0;

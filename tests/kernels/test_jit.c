@@ -416,6 +416,14 @@ TEST(cache_dir_from_env_and_default) {
     ASSERT_STREQ(out, dir);
     ASSERT_EQ(tt__cubin_cache_dir("/proc/no/such/dir", out, sizeof out, err, sizeof err), TT_ERR_IO);
     ASSERT_CONTAINS(err, "/proc/no/such/dir");
+    /* a file where the directory should be: said so, not "File exists" */
+    char file[512];
+    snprintf(file, sizeof file, "%s/plain", dir);
+    FILE *f = fopen(file, "w");
+    ASSERT(f != NULL);
+    fclose(f);
+    ASSERT_EQ(tt__cubin_cache_dir(file, out, sizeof out, err, sizeof err), TT_ERR_IO);
+    ASSERT_CONTAINS(err, "Not a directory");
 }
 
 struct par {
