@@ -865,14 +865,28 @@ int tt_worker_measure(tt_worker *w, const tt_wtask *t, tt_wemit emit, void *ud) 
     r.Lk = t->key.seqlen_k;
     r.bf16 = t->key.dtype == TT_DTYPE_BF16;
     tt_wproblem(r.Lq, r.D, t->batch, t->heads, &r.B, &r.H);
-    r.nq = (long long)r.B * r.H * r.Lq * r.D;
-    r.nk = (long long)r.B * r.H * r.Lk * r.D;
-    r.nlse = (long long)r.B * r.H * r.Lq;
+    /* The daemon takes batch up to 2^20 but the grid's y and z (heads,
+     * batch) stop at 65535: every launch would fail and read as "no
+     * correct variant". And B*H*L*D*2 bytes must not wrap. */
+    long long bytes;
+    int too_big = r.B > 65535 || r.H > 65535 ||
+                  __builtin_mul_overflow((long long)r.B * r.H, (r.Lq > r.Lk ? r.Lq : r.Lk) * r.D * 2, &bytes);
+    if (!too_big) {
+        r.nq = (long long)r.B * r.H * r.Lq * r.D;
+        r.nk = (long long)r.B * r.H * r.Lk * r.D;
+        r.nlse = (long long)r.B * r.H * r.Lq;
+    }
     const char *fail = NULL;
     int rc = TT_WORKER_NEXT, nok = 0, ncand = 0;
     cand *c = NULL;
     pool p;
     memset(&p, 0, sizeof p);
+    if (too_big) {
+        fail = "problem-size";
+        snprintf(r.err, sizeof r.err, "batch %d x heads %d x seqlen %lld x head_dim %d is over the kernel's limits "
+                 "(batch and heads at most 65535)", (int)r.B, (int)r.H, (long long)(r.Lq > r.Lk ? r.Lq : r.Lk), (int)r.D);
+        goto done;
+    }
     if (t->key.rev[0] && strcmp(t->key.rev, w->src->rev) != 0) {
         fail = "rev-mismatch";
         snprintf(r.err, sizeof r.err, "the key is for kernel revision %s, this worker compiles %s", t->key.rev,
