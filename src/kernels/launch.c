@@ -337,7 +337,8 @@ int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream str
     const tt__cuda *cu;
     int rc = tt__cuda_get(&cu, err, errlen);
     if (rc < 0) return rc;
-    unsigned gx = (unsigned)((p->seqlen_q + k->variant.config.block_m - 1) / k->variant.config.block_m);
+    /* in int64: seqlen_q may be INT32_MAX, and the rounding sum must not wrap */
+    unsigned gx = (unsigned)(((int64_t)p->seqlen_q + k->variant.config.block_m - 1) / k->variant.config.block_m);
     void *params[1] = {(void *)p};
     CUresult r;
     CUcontext popped;
