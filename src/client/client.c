@@ -204,38 +204,55 @@ static int closes_conn(const char *code) {
 }
 
 /* Under io: one LOOKUP round trip. > 0: fall back (the failure is
- * recorded); 0: *res holds the answer; < 0: the key's error. */
+ * recorded); 0: *res holds the answer; < 0: the key's error. A kept
+ * connection may have been closed by the daemon meanwhile (its idle
+ * time-out: "ERR timeout", then EOF; or a restart): that is no sign the
+ * daemon is down, so the request gets one more try on a new connection. */
 static int ask(tt_client *c, const tt_key *key, tt_lookup_result *res, int64_t deadline) {
-    int rc = ensure_conn(c, deadline);
-    if (rc < 0) {
-        failed(c, 1);
-        return 1;
-    }
     char line[TT_LINE_MAX];
     memcpy(line, "LOOKUP ", 7);
     if (tt__key_format(key, line + 7, sizeof line - 7) < 0) return TT_ERR_INVAL;
-    tt__reply r;
-    rc = tt__conn_request(c->conn, line, &r, deadline, NULL, 0);
-    if (rc < 0) {
-        failed(c, 1);
-        return 1;
-    }
-    if (r.status < 0) {
-        rc = r.status;
-        int close_conn = closes_conn(r.code);
+    for (int retry = 0;; retry++) {
+        int kept = c->conn && c->conn_pid == getpid();
+        int rc = ensure_conn(c, deadline);
+        if (rc < 0) {
+            failed(c, 1);
+            return 1;
+        }
+        tt__reply r;
+        rc = tt__conn_request(c->conn, line, &r, deadline, NULL, 0);
+        int again = kept && retry == 0;
+        if (rc < 0) {
+            if (again && rc == TT_ERR_IO) {
+                tt__conn_close(c->conn);
+                c->conn = NULL;
+                continue;
+            }
+            failed(c, 1);
+            return 1;
+        }
+        if (r.status < 0) {
+            rc = r.status;
+            int close_conn = closes_conn(r.code), idle = strcmp(r.code, "timeout") == 0;
+            tt__reply_free(&r);
+            if (is_key_error(rc)) return rc;
+            if (again && idle) {
+                tt__conn_close(c->conn);
+                c->conn = NULL;
+                continue;
+            }
+            failed(c, close_conn);
+            return 1;
+        }
+        rc = parse_lookup(&r.msg, res);
         tt__reply_free(&r);
-        if (is_key_error(rc)) return rc;
-        failed(c, close_conn);
-        return 1;
+        if (rc < 0) {
+            failed(c, 1);
+            return 1;
+        }
+        succeeded(c);
+        return 0;
     }
-    rc = parse_lookup(&r.msg, res);
-    tt__reply_free(&r);
-    if (rc < 0) {
-        failed(c, 1);
-        return 1;
-    }
-    succeeded(c);
-    return 0;
 }
 
 static int lock_until(pthread_mutex_t *m, int64_t deadline) {

@@ -220,14 +220,23 @@ TEST(reconnects_after_back_off) {
     ASSERT_EQ(r.match, TT_MATCH_EXACT);
     ASSERT_EQ(atomic_load(&f->nhello), 1);
 
-    /* the daemon restarts: the next miss notices, backs off, reconnects */
+    /* the daemon restarts: the kept connection is dead, but the daemon is
+     * up again; the next miss asks it on a new connection, no fallback */
     fake_stop(f);
     f = fake_start_at(path, FAKE_SERVE, tuned);
     k.seqlen_q = k.seqlen_k = 65;
-    ASSERT_EQ(tt_lookup(c, &k, &r), TT_FALLBACK);
-    sleep_ms(70);
     ASSERT_OK(tt_lookup(c, &k, &r));
     ASSERT_EQ(r.seqlen_q, 65);
+    ASSERT_EQ(atomic_load(&f->nhello), 1);
+    /* and stopped for good: the default, and a back-off */
+    fake_stop(f);
+    k.seqlen_q = k.seqlen_k = 66;
+    ASSERT_EQ(tt_lookup(c, &k, &r), TT_FALLBACK);
+    f = fake_start_at(path, FAKE_SERVE, tuned);
+    ASSERT_EQ(tt_lookup(c, &k, &r), TT_FALLBACK); /* still backing off */
+    sleep_ms(70);
+    ASSERT_OK(tt_lookup(c, &k, &r));
+    ASSERT_EQ(r.seqlen_q, 66);
     tt_client_close(c);
     fake_stop(f);
     rmdir(dir);

@@ -5,6 +5,7 @@
  */
 #include <signal.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* The CLI runner of the client tests; not every helper in it is used here. */
 #pragma GCC diagnostic push
@@ -108,6 +109,42 @@ TEST(libtiletune_lookup_against_the_daemon) {
     k = mkkey(gpu, REV, 777);
     ASSERT_EQ(tt_lookup(c, &k, &res), TT_FALLBACK);
     ASSERT_EQ(res.match, TT_MATCH_DEFAULT);
+    tt_client_close(c);
+}
+
+/* The daemon closes a connection idle past --idle-timeout (its last words
+ * "ERR timeout", then EOF). The next lookup must still get the daemon's
+ * answer on a fresh connection, not the built-in default and a back-off. */
+TEST(lookup_after_the_daemon_closed_an_idle_connection) {
+    td t;
+    td_init(&t);
+    char gpu[TT_ID_MAX];
+    td_fake_gpu(gpu);
+    tt_key k = mkkey(gpu, REV, 512);
+    tt_config a;
+    ASSERT_OK(tt_config_parse(CFG_A, &a));
+    td_seed(t.db, &k, &a, 100.0);
+    k = mkkey(gpu, REV, 1024);
+    td_seed(t.db, &k, &a, 200.0);
+    const char *const extra[] = {"--idle-timeout", "1", NULL};
+    td_start(&t, extra);
+    tt_client *c;
+    ASSERT_OK(tt_client_open(t.sock, 2000, &c));
+    tt_lookup_result res;
+    k = mkkey(gpu, REV, 512);
+    ASSERT_EQ(tt_lookup(c, &k, &res), 0);
+    ASSERT_EQ(res.match, TT_MATCH_EXACT);
+    struct timespec nap = {2, 500000000}; /* past the idle time-out and the linger */
+    nanosleep(&nap, NULL);
+    k = mkkey(gpu, REV, 1024);
+    ASSERT_EQ(tt_lookup(c, &k, &res), 0);
+    ASSERT_EQ(res.match, TT_MATCH_EXACT);
+    ASSERT(res.tflops > 199.9 && res.tflops < 200.1);
+    tt_client_stats st;
+    ASSERT_OK(tt_client_get_stats(c, &st));
+    ASSERT_EQ(st.fallbacks, 0);
+    ASSERT_EQ(st.connects, 2);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
     tt_client_close(c);
 }
 
