@@ -462,6 +462,7 @@ static int load_side(cli *c, const char *what, table *t) {
 /* One table holds one winner per key; a file may repeat a key: the
  * faster-policy winner stands for it, as an import would keep. */
 static void one_per_key(table *t) {
+    if (t->n < 2) return; /* an empty table has no array: qsort(NULL) is undefined */
     qsort(t->r, t->n, sizeof *t->r, rec_cmp);
     size_t k = 0;
     for (size_t i = 0; i < t->n; i++) {
