@@ -63,6 +63,16 @@ class Binding(unittest.TestCase):
             tiletune.variants(64, "fp16", seqlen_q=128)
         self.assertEqual(cm.exception.code, -8)
         self.assertIn("libcuda", str(cm.exception))
+        # device as text reaches the library (str.index is no ordinal)
+        for dev in ("cuda", "cuda:0", 0):
+            with self.assertRaises(tiletune.TileTuneError) as cm:
+                tiletune.variants(64, "fp16", seqlen_q=128, device=dev)
+            self.assertEqual(cm.exception.code, -8)
+
+    def test_device_that_is_not_cuda(self):
+        for dev in ("cpu", "cuda:x", "cuda:-1"):
+            with self.assertRaises(ValueError):
+                tiletune.variants(64, "fp16", seqlen_q=128, device=dev)
 
 
 if __name__ == "__main__":

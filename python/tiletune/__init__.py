@@ -228,10 +228,7 @@ def variants(head_dim, dtype, causal=False, seqlen_q=0, seqlen_k=None, device=No
     one, else 0): every config the tuner measures, compiled (or taken from the
     cubin cache) and checked to fit the device without spills, as canonical
     text. seqlen 0 = no seqlen pruning."""
-    if device is None:
-        device = _current_device()
-    elif not isinstance(device, int):
-        device = getattr(device, "index", None) or 0
+    device = _device_index(device)
     lib = _load()
     key = _key(head_dim, dtype, causal, seqlen_q, seqlen_k)
     err = ctypes.create_string_buffer(1024)
@@ -244,6 +241,25 @@ def variants(head_dim, dtype, causal=False, seqlen_q=0, seqlen_k=None, device=No
     if rc < 0:
         _raise(rc, err, "variants")
     return [format_config(arr[i]) for i in range(n.value)]
+
+
+def _device_index(device):
+    """None, an int, "cuda[:N]" or a torch.device -> a CUDA ordinal. A string
+    has no usable .index (str.index is a method) and "cuda" alone means the
+    current device, not 0."""
+    if device is None:
+        return _current_device()
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        kind, _, idx = device.partition(":")
+        if kind != "cuda" or (idx and not idx.isdigit()):
+            raise ValueError(f"device {device!r} is not a CUDA device ('cuda' or 'cuda:N')")
+        return int(idx) if idx else _current_device()
+    if getattr(device, "type", "cuda") != "cuda":
+        raise ValueError(f"device {device} is not a CUDA device")
+    index = getattr(device, "index", None)
+    return index if index is not None else _current_device()
 
 
 def revision():
