@@ -154,6 +154,34 @@ TEST(strides) {
     expect(&a, TT_ERR_INVAL, "lse strides");
 }
 
+/* Outputs that alias across batches or heads (stride 0, an expanded
+ * tensor) would be written by several CTAs at once. */
+TEST(expanded_outputs) {
+    tt_sdpa_args a = good();
+    a.o_stride[1] = 0;
+    expect(&a, TT_ERR_INVAL, "o head stride is 0 over 8 heads: outputs overlap");
+    a = good();
+    a.o_stride[0] = 0;
+    expect(&a, TT_ERR_INVAL, "o batch stride is 0 over 2 batchs");
+    a = good();
+    a.lse_stride[0] = 800;
+    a.lse_stride[1] = 0;
+    expect(&a, TT_ERR_INVAL, "lse head stride is 0");
+    /* one batch: its stride is never used; no lse: its strides neither */
+    a = good();
+    a.batch = 1;
+    a.o_stride[0] = 0;
+    a.lse_stride[0] = 0;
+    a.lse_stride[1] = 100;
+    tt_sdpa_params p;
+    char err[256];
+    ASSERT_OK(tt__sdpa_params_from_args(&a, &p, err, sizeof err));
+    a = good();
+    a.lse = NULL;
+    a.lse_stride[0] = 800;
+    ASSERT_OK(tt__sdpa_params_from_args(&a, &p, err, sizeof err));
+}
+
 /* Offsets the kernel forms in int64 (b*s0 + h*s1 + row*s2, then bytes)
  * must not wrap: such strides are refused, not launched. */
 TEST(extents_past_the_address_space) {
@@ -170,18 +198,12 @@ TEST(extents_past_the_address_space) {
     a = good();
     a.o = (void *)(uintptr_t)(UINTPTR_MAX - 4095); /* aligned, too close to the top */
     expect(&a, TT_ERR_INVAL, "o: its strides");
-    /* packed lse of the largest grid: its elements fit int64, its bytes do not */
+    /* lse: its elements fit int64, its 4-byte words do not */
     a = good();
-    memset(a.q_stride, 0, sizeof a.q_stride);
-    int64_t o_s[3] = {0, 0, 64}, kv[3] = {0, 0, 64};
-    memcpy(a.o_stride, o_s, sizeof o_s);
-    memcpy(a.k_stride, kv, sizeof kv);
-    memcpy(a.v_stride, kv, sizeof kv);
-    a.batch = a.heads_q = 65535;
-    a.heads_kv = 1;
-    a.seqlen_q = INT32_MAX;
+    a.lse_stride[0] = (int64_t)1 << 61;
+    a.lse_stride[1] = 100;
     expect(&a, TT_ERR_INVAL, "lse: its strides");
-    a.lse = NULL; /* no lse: nothing past the end */
+    a.lse = NULL; /* no lse: its strides address nothing */
     tt_sdpa_params p;
     char err[256];
     ASSERT_OK(tt__sdpa_params_from_args(&a, &p, err, sizeof err));
