@@ -297,17 +297,17 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
     /* A stride of 0 over more than one batch or head (an expanded tensor):
      * several CTAs would write the same output, a race. */
     const struct {
-        const char *name;
+        const char *name, *size;
         int64_t n, o_stride, lse_stride;
-    } planes[2] = {{"batch", a->batch, a->o_stride[0], a->lse_stride[0]},
-                   {"head", a->heads_q, a->o_stride[1], a->lse_stride[1]}};
+    } planes[2] = {{"batch", "batch", a->batch, a->o_stride[0], a->lse_stride[0]},
+                   {"head", "heads_q", a->heads_q, a->o_stride[1], a->lse_stride[1]}};
     for (int i = 0; i < 2; i++) {
         if (planes[i].n > 1 && planes[i].o_stride == 0)
-            FAIL(TT_ERR_INVAL, "o %s stride is 0 over %lld %ss: outputs overlap", planes[i].name,
-                 (long long)planes[i].n, planes[i].name);
+            FAIL(TT_ERR_INVAL, "o %s stride is 0 with %s %lld: outputs overlap", planes[i].name,
+                 planes[i].size, (long long)planes[i].n);
         if (a->lse && !packed_lse && planes[i].n > 1 && planes[i].lse_stride == 0)
-            FAIL(TT_ERR_INVAL, "lse %s stride is 0 over %lld %ss: outputs overlap", planes[i].name,
-                 (long long)planes[i].n, planes[i].name);
+            FAIL(TT_ERR_INVAL, "lse %s stride is 0 with %s %lld: outputs overlap", planes[i].name,
+                 planes[i].size, (long long)planes[i].n);
     }
     const int64_t lse_s[3] = {packed_lse ? a->heads_q * a->seqlen_q : a->lse_stride[0],
                               packed_lse ? a->seqlen_q : a->lse_stride[1], 1};

@@ -159,10 +159,10 @@ TEST(strides) {
 TEST(expanded_outputs) {
     tt_sdpa_args a = good();
     a.o_stride[1] = 0;
-    expect(&a, TT_ERR_INVAL, "o head stride is 0 over 8 heads: outputs overlap");
+    expect(&a, TT_ERR_INVAL, "o head stride is 0 with heads_q 8: outputs overlap");
     a = good();
     a.o_stride[0] = 0;
-    expect(&a, TT_ERR_INVAL, "o batch stride is 0 over 2 batchs");
+    expect(&a, TT_ERR_INVAL, "o batch stride is 0 with batch 2");
     a = good();
     a.lse_stride[0] = 800;
     a.lse_stride[1] = 0;
