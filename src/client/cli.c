@@ -84,8 +84,13 @@ json_t *cli_json_value(const char *s) {
 
 json_t *cli_json_fields(const tt__msg *m) {
     json_t *o = json_object();
-    for (int i = 0; o && i < m->nfields; i++)
-        json_object_set_new(o, m->f[i].key, cli_json_value(m->f[i].value));
+    for (int i = 0; o && i < m->nfields; i++) {
+        /* GPU fingerprints and kernel revisions are hex: "0123" or "12e45"
+         * would otherwise come out as the numbers 123 and 1.2e46. */
+        const char *k = m->f[i].key;
+        int id = strcmp(k, "gpu") == 0 || strcmp(k, "rev") == 0;
+        json_object_set_new(o, k, id ? json_string(m->f[i].value) : cli_json_value(m->f[i].value));
+    }
     return o;
 }
 

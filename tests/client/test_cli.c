@@ -112,6 +112,31 @@ TEST(diff_of_empty_tables) {
     ASSERT_CONTAINS(r.out, "0 keys: 0 same config");
 }
 
+static const char *hex_ids_like_numbers(fake_daemon *f, const char *line) {
+    (void)f;
+    if (strcmp(line, "STATUS") == 0)
+        return "OK version=0.1.0 uptime_s=1 gpus=1 rev=0012 gpu=1234e567 records=0 jobs_queued=0 "
+               "jobs_running=0 tuning=idle reason=none\n";
+    return "ERR verb unknown verb\n";
+}
+
+/* --json keeps hex ids as the strings they are, even when they read as
+ * numbers. */
+TEST(json_keeps_hex_ids_strings) {
+    fake_daemon *f = fake_start(FAKE_SERVE, hex_ids_like_numbers);
+    cli_result r;
+    cli(&r, "--socket", f->path, "status", "--json", NULL);
+    ASSERT_EQ(r.rc, 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    ASSERT(j != NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(j, "rev")), "0012");
+    ASSERT_STREQ(json_string_value(json_object_get(j, "gpu")), "1234e567");
+    ASSERT_EQ(json_integer_value(json_object_get(j, "gpus")), 1);
+    json_decref(j);
+    fake_stop(f);
+}
+
 TEST(help_exits_0) {
     cli_result r;
     cli(&r, "--help", NULL);
