@@ -23,7 +23,17 @@ static int only_fields(const json_t *o, const char *const *allowed, const char *
     json_object_foreach((json_t *)o, k, v) {
         const char *const *a = allowed;
         while (*a && strcmp(*a, k) != 0) a++;
-        if (!*a) return tt__fail(TT_ERR_INVAL, err, errlen, "unknown field '%s%s'", where, k);
+        if (!*a) {
+            /* The name is the table's, and the reason travels as one line
+             * of an IMPORT reply: a control character in it ("a\nb") would
+             * break the reply's framing. */
+            char shown[65];
+            size_t n = 0;
+            for (; k[n] && n < sizeof shown - 1; n++)
+                shown[n] = (unsigned char)k[n] < 0x20 || k[n] == 0x7f ? '?' : k[n];
+            shown[n] = '\0';
+            return tt__fail(TT_ERR_INVAL, err, errlen, "unknown field '%s%s'", where, shown);
+        }
     }
     return 0;
 }

@@ -57,6 +57,8 @@ TEST(each_class_of_invalid_record_is_refused_with_its_reason) {
         int code;
     } cases[] = {
         {"\"kind\":\"best\"", "\"kind\":\"best\",\"colour\":\"red\"", "unknown field 'colour'", TT_ERR_INVAL},
+        /* the reason is one line of an IMPORT reply: no newline from the table */
+        {"\"kind\":\"best\"", "\"kind\":\"best\",\"a\\nb\\u007f\":1", "unknown field 'a?b?'", TT_ERR_INVAL},
         {"\"hdim\":128", "\"hdim\":128,\"batch_size\":1", "unknown field 'key.batch_size'", TT_ERR_INVAL},
         {"\"seqlen_q\":1024", "\"seqlen_q\":0", "'key.seqlen_q' 0 is out of range", TT_ERR_RANGE},
         {"\"seqlen_k\":1024", "\"seqlen_k\":99999999", "'key.seqlen_k' 99999999 is out of range", TT_ERR_RANGE},
