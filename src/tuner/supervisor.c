@@ -281,12 +281,16 @@ static void worker_gone(worker *w) {
 
 /* ---- reading from the worker ------------------------------------------------ */
 
+/* A control character decoded from the worker ("%0A", "%00") would be
+ * stored in the gpu row and exported, and every other node refuses a table
+ * whose GPU name holds one: it becomes '?'. */
 static void pct_decode(const char *in, char *out, size_t len) {
     size_t o = 0;
     for (size_t i = 0; in[i] && o + 1 < len; i++) {
         unsigned hi, lo;
         if (in[i] == '%' && sscanf(in + i + 1, "%1x%1x", &hi, &lo) == 2) {
-            out[o++] = (char)(hi * 16 + lo);
+            unsigned ch = hi * 16 + lo;
+            out[o++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
             i += 2;
         } else {
             out[o++] = in[i];

@@ -8,6 +8,7 @@
 #   slow     every key: variant A measured, $TT_FAKE_DELAY seconds (default 1),
 #            then variant B (tests/worker: cancel, resume, progress)
 #   hang     goes silent after TRY of variant A unless told to AVOID it
+# $TT_FAKE_GPU_NAME, if set, is the (percent-encoded) GPU name of HELLO.
 # $TT_FAKE_LOG, if set, gets the fields of every MEASURE, one line each.
 mode=${TT_FAKE_WORKER_MODE:-gpu}
 gpu=0
@@ -19,7 +20,7 @@ if [ "$mode" = nogpu ]; then
     echo "HELLO proto=1 rev=00c0ffee gpu_count=0"
     exit 0
 fi
-echo "HELLO proto=1 rev=00c0ffee gpu_count=1 index=$gpu name=Fake%20GPU cc_major=9 cc_minor=0 sms=132 mem_bytes=1000000000 driver=1.0 cuda=13.0 nvrtc=13.0"
+echo "HELLO proto=1 rev=00c0ffee gpu_count=1 index=$gpu name=${TT_FAKE_GPU_NAME:-Fake%20GPU} cc_major=9 cc_minor=0 sms=132 mem_bytes=1000000000 driver=1.0 cuda=13.0 nvrtc=13.0"
 A=family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1
 B=family=mma,block_m=128,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=0
 while read -r verb rest; do

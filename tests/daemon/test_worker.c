@@ -108,6 +108,27 @@ TEST(fake_gpu_results_land_in_lookup) {
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
 }
 
+/* A GPU name with a control character from the worker is stored without
+ * it: the export of its winners must be a table other nodes accept. */
+TEST(control_characters_in_the_gpu_name_are_not_stored) {
+    td t;
+    td_init(&t);
+    setenv("TT_FAKE_GPU_NAME", "Bad%0AGPU%00x", 1);
+    start_with(&t, "gpu");
+    unsetenv("TT_FAKE_GPU_NAME");
+    int fd = td_connect_ok(&t);
+    char line[4200];
+    long long until = td_now_ms() + 5000;
+    while (strstr(td_req(fd, "HELLO"), "gpu=none") && td_now_ms() < until) usleep(50000);
+    ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=128 seqlen=512"), "OK job=1 keys=1", 15) == 0);
+    wait_for(fd, "JOBS all=1", "state=done", 5000);
+    ASSERT_STREQ(td_req(fd, "EXPORT"), "OK format=json records=1 lines=1");
+    ASSERT(td_read_line(fd, line, sizeof line, 2000) > 0);
+    if (!strstr(line, "\"name\":\"Bad?GPU?x\"")) TT_FAIL_AT("exported: %s", line);
+    close(fd);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
+}
+
 TEST(worker_dying_on_a_variant_is_restarted_and_the_variant_recorded) {
     td t;
     td_init(&t);
