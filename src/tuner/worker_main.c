@@ -132,7 +132,11 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--gpu") == 0) {
             if (int_arg(a, v, 0, 1023, &o.gpu) < 0) return 2;
             i++;
-        } else if (strcmp(a, "--cache-dir") == 0 && v) {
+        } else if (strcmp(a, "--cache-dir") == 0) {
+            if (!v) {
+                fprintf(stderr, "tiletune-worker: --cache-dir needs a directory\n");
+                return 2;
+            }
             o.cache_dir = v;
             i++;
         } else if (strcmp(a, "--threads") == 0) {

@@ -304,4 +304,21 @@ TEST(cli_default_grid_is_the_node_grid) {
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
 }
 
+/* An option without its value is named as such, not as an unknown one. */
+TEST(worker_option_without_value) {
+    static const char *const opts[] = {"--cache-dir", "--threads", "--budget-ms"};
+    for (int i = 0; i < 3; i++) {
+        char cmd[1024], out[2048];
+        snprintf(cmd, sizeof cmd, "%s --gpu 0 %s 2>&1", TT_WORKER_BIN, opts[i]);
+        FILE *p = popen(cmd, "r");
+        ASSERT(p);
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = '\0';
+        int st = pclose(p);
+        ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+        ASSERT(strstr(out, "unknown argument") == NULL);
+        ASSERT_CONTAINS(out, opts[i]);
+    }
+}
+
 TT_TEST_MAIN()
