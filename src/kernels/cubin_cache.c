@@ -106,7 +106,9 @@ int tt__cubin_cache_get(const char *dir, const char *key, const char *ident, voi
                   size_t *len) {
     char path[4200];
     if (tt__cubin_cache_path(dir, key, path, sizeof path) < 0) return TT_ERR_RANGE;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO at the entry's path must not block the open (a
+     * compile thread would wait forever); it fails the S_ISREG check */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return errno == ENOENT ? TT_ERR_NOTFOUND : TT_ERR_IO;
     int rc = TT_ERR_CORRUPT;
     char *id = NULL;
@@ -114,7 +116,7 @@ int tt__cubin_cache_get(const char *dir, const char *key, const char *ident, voi
     size_t ident_len = strlen(ident);
     entry_header h;
     struct stat st;
-    if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof h) goto done;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof h) goto done;
     if (read_all(fd, &h, sizeof h) < 0) goto done;
     if (memcmp(h.magic, CACHE_MAGIC, sizeof h.magic) != 0) goto done;
     if (h.ident_len != ident_len || h.payload_len > ENTRY_MAX) goto done;

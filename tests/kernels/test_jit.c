@@ -340,6 +340,13 @@ TEST(cache_identity_mismatch_is_a_miss) {
     ASSERT_EQ(tt__cubin_cache_get(dir, "k1", "ident-b", &p, &n), TT_ERR_CORRUPT);
     ASSERT_EQ(tt__cubin_cache_get(dir, "k1", "ident-a", &p, &n), TT_ERR_NOTFOUND); /* removed */
     ASSERT_EQ(tt__cubin_cache_get(dir, "nothing", "ident-a", &p, &n), TT_ERR_NOTFOUND);
+    /* a FIFO in an entry's place: refused at once (opening it for reading
+     * blocked until a writer came) and removed */
+    char fifo[512];
+    snprintf(fifo, sizeof fifo, "%s/fifo.bin", dir);
+    ASSERT_OK(mkfifo(fifo, 0600));
+    ASSERT_EQ(tt__cubin_cache_get(dir, "fifo", "ident-a", &p, &n), TT_ERR_CORRUPT);
+    ASSERT(access(fifo, F_OK) != 0);
 }
 
 /* Readers racing a writer never see a partial entry: every read is a hit
