@@ -264,7 +264,7 @@ static int cmd_tune(cli *c) {
     if (mode && strcmp(mode, "exhaustive") != 0 && strcmp(mode, "fast") != 0)
         return cli_usage(c, "--mode must be exhaustive or fast, not '%s'", mode);
     int64_t v;
-    if (cli_opt_val(c, "batch") && (rc = cli_int_opt(c, "batch", 1, 1 << 20, &v))) return rc;
+    if (cli_opt_val(c, "batch") && (rc = cli_int_opt(c, "batch", 1, 65535, &v))) return rc;
     if (cli_opt_val(c, "heads") && (rc = cli_int_opt(c, "heads", 1, 1 << 16, &v))) return rc;
     const char *gpu = cli_opt_val(c, "gpu");
     if (gpu && !tt__is_hex_id(gpu)) return cli_usage(c, "--gpu must be 1..32 lower-case hex digits");

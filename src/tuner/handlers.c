@@ -242,8 +242,9 @@ static int job_options(tt_daemon *d, const tt__msg *m, tt_buf *out, tt_job_mode 
         ERR(UNSUPPORTED, "mode must be exhaustive or fast");
         return -1;
     }
-    if ((s = tt__msg_get(m, "batch")) && tt__parse_i64(s, 1, 1 << 20, batch) < 0) {
-        ERR(RANGE, "batch out of range 1..%d", 1 << 20);
+    /* 65535: the kernel's grid takes batch in gridDim.z */
+    if ((s = tt__msg_get(m, "batch")) && tt__parse_i64(s, 1, 65535, batch) < 0) {
+        ERR(RANGE, "batch out of range 1..65535");
         return -1;
     }
     if ((s = tt__msg_get(m, "heads")) && tt__parse_i64(s, 1, 4096, heads) < 0) {

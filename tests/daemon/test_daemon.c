@@ -173,6 +173,7 @@ TEST(every_malformed_class_gets_err_and_daemon_goes_on) {
         {"PING a=\x01", 0, "proto"},                                         /* control */
         {"", 0, "proto"},                                                    /* empty */
         {"HELLO proto=2", 0, "version"},
+        {"TUNE dtype=fp16 hdim=64 seqlen=512 batch=65536", 0, "range"},    /* past the grid's z */
         {"HELLO proto=x", 0, "range"},
         {"STATS format=xml", 0, "unsupported"},
         {"JOBS all=7", 0, "range"},
