@@ -110,18 +110,27 @@ def main():
         for line in open(lk):
             tag, rest = line.split(":", 1)
             f = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
-            rows[tag] = f
-        if "idle" in rows:
-            print("| lookup load (4 clients) | rps | p50 us | p99 us |")
-            print("|---|---|---|---|")
-            for tag in ("idle", "tuning"):
-                if tag in rows:
-                    f = rows[tag]
-                    print(f"| {tag} | {f['rps']} | {f['p50_us']} | {f['p99_us']} |")
-            if "tuning" in rows:
-                r = float(rows["tuning"]["p99_us"]) / float(rows["idle"]["p99_us"])
-                print(f"\np99 while tuning / idle: {r:.2f}")
+            if "p99_us" in f:
+                rows.setdefault(tag, []).append(f)
+        print("| lookup load (4 clients) | samples | rps (median) | p50 us (median) | p99 us (median) | p99 us (worst) |")
+        print("|---|---|---|---|---|---|")
 
+        def med(xs):
+            xs = sorted(xs)
+            n = len(xs)
+            return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+        for tag in sorted(rows):
+            fs = rows[tag]
+            p99 = [float(f["p99_us"]) for f in fs]
+            print(f"| {tag} | {len(fs)} | {med([float(f['rps']) for f in fs]):.0f} | "
+                  f"{med([float(f['p50_us']) for f in fs]):.1f} | {med(p99):.1f} | {max(p99):.1f} |")
+        print()
+        for mode in ("fast", "exhaustive"):
+            i, t = rows.get(f"idle-{mode}"), rows.get(f"tuning-{mode}")
+            if i and t:
+                r = med([float(f["p99_us"]) for f in t]) / med([float(f["p99_us"]) for f in i])
+                print(f"Lookup p99 while tuning ({mode}) / idle, medians of the samples: {r:.2f}")
 
 if __name__ == "__main__":
     main()

@@ -3,8 +3,8 @@
 # pipeline"). On a GPU node, for each mode: a fresh database, tiletuned with
 # the real tiletune-worker, `tiletune tune <grid> --mode M --wait`, timed.
 # The cubin cache is shared and starts empty, so the FIRST mode pays the
-# compiles (stated in the summary). During the exhaustive run the lookup
-# latency is measured against the idle daemon before it.
+# compiles (stated in the summary). In each mode the lookup latency is
+# sampled three times on the idle daemon, then every 2 s while the tune runs.
 #
 #   bench/tune/run.sh BUILD OUT [GRID] [MODES] [CAP_S]
 #     BUILD  a build directory (tiletuned, tiletune, tiletune-worker, tt_lookup_bench)
@@ -44,15 +44,18 @@ for mode in $modes; do
     dpid=$!
     for _ in $(seq 100); do "$cli" --socket "$sock" ping >/dev/null 2>&1 && break; sleep 0.1; done
     for _ in $(seq 300); do "$cli" --socket "$sock" status | grep -q '^gpus *[1-9]' && break; sleep 0.1; done
-    if [[ $mode == exhaustive && -x $lb ]]; then
-        "$lb" socket "$sock" 4 200000 | sed 's/^/idle: /' >"$out/lookup.txt"
+    if [[ -x $lb ]]; then
+        for _ in 1 2 3; do "$lb" socket "$sock" 4 100000 | sed "s/^/idle-$mode: /" >>"$out/lookup.txt"; done
     fi
     t0=$(date +%s.%N)
     timeout "$cap" "$cli" --socket "$sock" tune "${tune_args[@]}" --mode "$mode" --wait >"$out/$mode.progress" 2>&1 &
     tpid=$!
-    if [[ $mode == exhaustive && -x $lb ]]; then
-        sleep 15
-        kill -0 $tpid 2>/dev/null && "$lb" socket "$sock" 4 200000 | sed 's/^/tuning: /' >>"$out/lookup.txt"
+    if [[ -x $lb ]]; then # samples all through the tune: compiles early, timing later
+        sleep 1
+        while kill -0 $tpid 2>/dev/null; do
+            "$lb" socket "$sock" 4 100000 | sed "s/^/tuning-$mode: /" >>"$out/lookup.txt"
+            sleep 2
+        done
     fi
     wait $tpid
     rc=$?

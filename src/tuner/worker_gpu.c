@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -295,6 +297,11 @@ typedef struct pool {
 
 static void *compile_thread(void *arg) {
     pool *p = arg;
+    /* Compiles use every core but one; at nice 10 they yield to the daemon
+     * answering lookups on the same node (docs/perf.md: lookup p99 while
+     * tuning) and to the thread timing the GPU. Linux nices threads one by
+     * one; failing to is harmless. */
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
     tt__jit_opts jo = {.source = p->w->src, .cache_dir = p->w->o.cache_dir};
     for (;;) {
         pthread_mutex_lock(&p->mu);
