@@ -29,7 +29,9 @@ extern const char tt_worker_check_source[];
 #define FAST_SHIFT 4     /* fast mode's first round: 1/16 of the exhaustive repetitions */
 #define FAST_TIE 0.01    /* variants within 1% of the best survive a round */
 #define FAST_CUT 0.15    /* ... and none more than 15% slower than the best does */
-#define BUSY_RETRIES 3   /* a busy measurement is re-taken this many times */
+#define TIME_SLICES 4    /* a full-count timing pass is interleaved over this many slices */
+#define FAST_SLICES 2    /* ... and a fast-mode round over this many */
+#define BUSY_RETRIES 3   /* a busy slice is re-taken this many times */
 #define BUSY_WAIT_MS 1000
 #define CHECK_THREADS 256
 #define MAX_ROTATE 8
@@ -280,9 +282,16 @@ typedef struct cand {
     char why[256];
     tt__kernel *k;
     int out;       /* 1: reported (RESULT sent), no longer timed */
-    tt_wstats st;  /* the latest timing */
+    int live;      /* checked and still in the search: timed by time_interleaved */
+    tt_wstats st;  /* the latest timing pass */
     double t1_ms;  /* the checked launch, for the repetition count */
     double rel, lse_err;
+    /* The current timing pass, gathered over its interleaved slices: */
+    float t[MAX_REPS]; /* per-launch times */
+    int nt, want;      /* launches so far, launches in all */
+    int nt_slice;      /* nt when the current slice began (a busy slice is re-taken) */
+    int busy;          /* a slice stayed busy after its re-takes */
+    tt_nvml_sample cond; /* NVML right after the candidate's part of the last slice */
 } cand;
 
 typedef struct pool {
@@ -626,16 +635,16 @@ static int check(keyrun *r, cand *c) {
     return RUN_WRONG;
 }
 
-/* Times `reps` launches of c (after one warm-up), rotating input sets.
- * busy is set from NVML: other compute processes on the GPU before or
- * after. */
-static int time_reps(keyrun *r, cand *c, int reps, int *busy, tt_nvml_sample *cond) {
+/* Launches c `reps` times after one warm-up, rotating input sets, with an
+ * event before each and after the last; appends the times to c->t. The
+ * warm-up is per slice: the GPU has just run another candidate, and a
+ * slice of 2 or 3 launches would otherwise carry that switch in its
+ * median. */
+static int time_part(keyrun *r, cand *c, int reps) {
     tt_worker *w = r->w;
     const tt__cuda *cu = w->cu;
-    float t[MAX_REPS];
-    if (reps > MAX_REPS) reps = MAX_REPS;
-    tt_nvml_sample before;
-    tt_nvml_sample_now(w->nvml, &before);
+    if (reps > MAX_REPS - c->nt) reps = MAX_REPS - c->nt;
+    if (reps < 1) return RUN_OK;
     if (launch(r, c, 0) < 0) return RUN_SKIP;
     for (int i = 0; i < reps; i++) {
         cu->EventRecord(w->ev[i], w->stream);
@@ -646,30 +655,96 @@ static int time_reps(keyrun *r, cand *c, int reps, int *busy, tt_nvml_sample *co
     int ws = wait_stream(w, w->o.launch_timeout_ms + 10 * expect, r->err, sizeof r->err);
     if (ws != WAIT_OK) return dead(r, c, ws);
     for (int i = 0; i < reps; i++) {
-        t[i] = 0;
-        cu->EventElapsedTime(&t[i], w->ev[i], w->ev[i + 1]);
+        float ms = 0;
+        cu->EventElapsedTime(&ms, w->ev[i], w->ev[i + 1]);
+        c->t[c->nt++] = ms;
     }
-    tt_wstats_of(t, reps, &c->st);
-    tt_nvml_sample_now(w->nvml, cond);
-    *busy = before.processes > 1 || cond->processes > 1;
     return RUN_OK;
 }
 
-/* time_reps, re-taken while the GPU is shared (docs/tuning.md: up to
- * BUSY_RETRIES more times, a second apart; then reported busy=1, which
- * the store never makes a winner). */
-static int time_variant(keyrun *r, cand *c, int reps, int *busy, tt_nvml_sample *cond) {
-    int rc = RUN_OK;
-    for (int attempt = 0; attempt <= BUSY_RETRIES; attempt++) {
-        if (attempt) sleep_ms(BUSY_WAIT_MS);
-        if ((rc = time_reps(r, c, reps, busy, cond)) != RUN_OK || !*busy) break;
-        fprintf(stderr, "tiletune-worker: the GPU is shared (%d compute processes); re-taking\n",
-                cond->processes);
-    }
-    return rc;
+static int exhaustive_reps(const keyrun *r, const cand *c) {
+    return tt_wreps(c->t1_ms, r->w->o.budget_ms, MIN_REPS, MAX_REPS);
 }
 
-static void say_ok(keyrun *r, cand *c, int busy, const tt_nvml_sample *cond) {
+/* Fast mode's repetitions at halving depth `shift`: 1/2^shift of the
+ * exhaustive count, at least 2; shift 0 is the exhaustive count. */
+static int fast_reps(const keyrun *r, const cand *c, int shift) {
+    int exh = exhaustive_reps(r, c), n = exh >> shift;
+    return n < 2 ? (exh < 2 ? exh : 2) : n;
+}
+
+/*
+ * One timing pass over every live candidate (docs/tuning.md, "Timing"):
+ * each gets fast_reps(shift) launches, split over `slices` slices, and a
+ * slice times every live candidate in turn. The H200's boost clock drifts
+ * by 5% within seconds, so candidates timed one after the other are
+ * compared at different clocks; interleaved, the drift hits all alike. A
+ * candidate's statistics come from its launches of all slices.
+ *
+ * NVML is sampled before and after each slice (and after each candidate's
+ * part of the last slice: its reported conditions); a slice during which
+ * another process held the GPU is re-taken up to BUSY_RETRIES times, a
+ * second apart, and then its candidates are reported busy. A launch
+ * refused (RUN_SKIP) takes the candidate out of the pass (live = 0),
+ * unreported; RUN_DEAD returns at once.
+ */
+static int time_interleaved(keyrun *r, pool *p, int shift, int slices) {
+    tt_worker *w = r->w;
+    int live = 0;
+    for (int i = 0; i < p->n; i++) {
+        cand *c = &p->c[i];
+        if (!c->live) continue;
+        live++;
+        int want = fast_reps(r, c, shift);
+        c->want = want < slices ? slices : want > MAX_REPS ? MAX_REPS : want;
+        c->nt = 0;
+        c->busy = 0;
+    }
+    for (int s = 0; s < slices && live > 0; s++) {
+        int last = s == slices - 1;
+        for (int attempt = 0;; attempt++) {
+            tt_nvml_sample before, after;
+            tt_nvml_sample_now(w->nvml, &before);
+            int busy = before.processes > 1;
+            for (int i = 0; i < p->n; i++) {
+                cand *c = &p->c[i];
+                if (!c->live) continue;
+                c->nt_slice = c->nt;
+                say_try(r, c);
+                int x = time_part(r, c, tt_wslice(c->want, slices, s));
+                if (x == RUN_DEAD) return x;
+                if (x == RUN_SKIP) {
+                    fprintf(stderr, "tiletune-worker: variant not run: %s\n", r->err);
+                    c->live = 0;
+                    continue;
+                }
+                if (last) {
+                    tt_nvml_sample_now(w->nvml, &c->cond);
+                    busy |= c->cond.processes > 1;
+                }
+            }
+            tt_nvml_sample_now(w->nvml, &after);
+            if (!(busy |= after.processes > 1)) break;
+            if (attempt == BUSY_RETRIES) {
+                for (int i = 0; i < p->n; i++) p->c[i].busy |= p->c[i].live;
+                break;
+            }
+            fprintf(stderr, "tiletune-worker: the GPU is shared (%d compute processes); re-taking slice %d\n",
+                    before.processes > after.processes ? before.processes : after.processes, s + 1);
+            for (int i = 0; i < p->n; i++)
+                if (p->c[i].live) p->c[i].nt = p->c[i].nt_slice;
+            sleep_ms(BUSY_WAIT_MS);
+        }
+    }
+    for (int i = 0; i < p->n; i++) {
+        cand *c = &p->c[i];
+        if (c->live && tt_wstats_of(c->t, c->nt, &c->st) < 0) c->live = 0; /* no launch: cannot happen */
+    }
+    return RUN_OK;
+}
+
+static void say_ok(keyrun *r, cand *c) {
+    const tt_nvml_sample *cond = &c->cond;
     char extra[256];
     int n = snprintf(extra, sizeof extra, " time_ms=%.6g tflops=%.4g time_min_ms=%.6g spread=%.4g reps=%d rel_err=%.3g",
                      c->st.median_ms,
@@ -677,13 +752,9 @@ static void say_ok(keyrun *r, cand *c, int busy, const tt_nvml_sample *cond) {
                      c->st.min_ms, c->st.spread, c->st.reps, c->rel);
     if (cond->sm_clock_mhz >= 0) n += snprintf(extra + n, sizeof extra - (size_t)n, " sm_clock_mhz=%d", cond->sm_clock_mhz);
     if (cond->temp_c >= 0) n += snprintf(extra + n, sizeof extra - (size_t)n, " temp_c=%d", cond->temp_c);
-    if (cond->processes >= 0) snprintf(extra + n, sizeof extra - (size_t)n, " busy=%d", busy ? 1 : 0);
+    if (cond->processes >= 0) snprintf(extra + n, sizeof extra - (size_t)n, " busy=%d", c->busy ? 1 : 0);
     say_status(r, c, "ok", extra);
     c->out = 1;
-}
-
-static int exhaustive_reps(const keyrun *r, const cand *c) {
-    return tt_wreps(c->t1_ms, r->w->o.budget_ms, MIN_REPS, MAX_REPS);
 }
 
 /* Builds the candidate list: the space minus AVOID, plus (fault builds,
@@ -737,126 +808,105 @@ static int candidates(keyrun *r, cand **out, int *n) {
     return 0;
 }
 
-static int run_exhaustive(keyrun *r, pool *p, int *nok) {
+static void unload_all(pool *p) {
+    for (int i = 0; i < p->n; i++) {
+        tt__kernel_unload(p->c[i].k);
+        p->c[i].k = NULL;
+    }
+}
+
+/* Checks every candidate as soon as its compile is ready (the GPU checks
+ * while the CPUs compile the rest). One that passes stays loaded and live
+ * for the timing passes: a key's modules are all loaded at once, a few
+ * dozen small cubins. Check failures are reported here (check()). */
+static int check_all(keyrun *r, pool *p, int *live) {
+    *live = 0;
     for (int i = 0; i < p->n; i++) {
         cand *c = &p->c[i];
+        c->live = 0;
         if (pool_wait(p, i) != C_OK) continue;
         say_try(r, c);
-        int rc = check(r, c);
-        if (rc == RUN_DEAD) return rc;
-        if (rc == RUN_OK) {
-            int busy = 0;
-            tt_nvml_sample cond;
-            rc = time_variant(r, c, exhaustive_reps(r, c), &busy, &cond);
-            if (rc == RUN_DEAD) return rc;
-            if (rc == RUN_OK) {
-                say_ok(r, c, busy, &cond);
-                (*nok)++;
-            }
+        int x = check(r, c);
+        if (x == RUN_DEAD) return x;
+        if (x == RUN_OK) {
+            c->live = 1;
+            (*live)++;
+            continue;
         }
-        if (rc == RUN_SKIP) fprintf(stderr, "tiletune-worker: variant not run: %s\n", r->err);
+        if (x == RUN_SKIP) fprintf(stderr, "tiletune-worker: variant not run: %s\n", r->err);
         tt__kernel_unload(c->k);
         c->k = NULL;
     }
     return RUN_OK;
 }
 
-/* Successive halving (docs/tuning.md): every checked variant is timed with
- * 1/16 of its exhaustive repetitions (at least 2); the best half, less any
- * more than FAST_CUT slower than the best, plus any within FAST_TIE of it,
- * go on with twice the repetitions, until two are left or the count
- * reaches the exhaustive one; the survivors get exhaustive repetitions,
- * so the winner's numbers are as good as an exhaustive search's. A
- * variant's RESULT carries its last timing. */
-static int fast_reps(const keyrun *r, const cand *c, int shift) {
-    int exh = exhaustive_reps(r, c), n = exh >> shift;
-    return n < 2 ? (exh < 2 ? exh : 2) : n;
+static void say_live(keyrun *r, pool *p, int *nok) {
+    for (int i = 0; i < p->n; i++)
+        if (p->c[i].live) {
+            say_ok(r, &p->c[i]);
+            (*nok)++;
+        }
 }
 
+/* Every checked candidate timed with its full count in TIME_SLICES
+ * interleaved slices; the RESULTs follow the last slice. After a dead
+ * launch the modules stay: unloading waits for the GPU, and a hung kernel
+ * never lets it finish. The worker exits next. */
+static int run_exhaustive(keyrun *r, pool *p, int *nok) {
+    int live, rc = check_all(r, p, &live);
+    if (rc == RUN_OK && live > 0) rc = time_interleaved(r, p, 0, TIME_SLICES);
+    if (rc == RUN_DEAD) return rc;
+    say_live(r, p, nok);
+    unload_all(p);
+    return RUN_OK;
+}
+
+/* med[i]: live candidate i's median of the last pass, -1 for the others.
+ * Returns how many are live. */
+static int medians(const pool *p, double *med) {
+    int live = 0;
+    for (int i = 0; i < p->n; i++) {
+        med[i] = p->c[i].live ? p->c[i].st.median_ms : -1;
+        live += p->c[i].live;
+    }
+    return live;
+}
+
+/* Successive halving (docs/tuning.md): the checked variants are timed with
+ * 1/16 of their exhaustive repetitions (at least 2) in FAST_SLICES
+ * interleaved slices; the best half, less any more than FAST_CUT slower
+ * than the best, plus any within FAST_TIE of it, go on with twice the
+ * repetitions, until two are left or the count would reach the exhaustive
+ * one; the survivors are then timed like exhaustive's (TIME_SLICES slices
+ * of the full count), so the winner's numbers are as good as an
+ * exhaustive search's. A dropped variant's RESULT carries its last pass. */
 static int run_fast(keyrun *r, pool *p, int *nok) {
-    int n = p->n, live = 0, shift = FAST_SHIFT;
+    int n = p->n, live, shift = FAST_SHIFT;
     double *med = calloc((size_t)n + 1, sizeof *med);
-    int *keep = calloc((size_t)n + 1, sizeof *keep), *busy = calloc((size_t)n + 1, sizeof *busy);
-    tt_nvml_sample *cond = calloc((size_t)n + 1, sizeof *cond);
-    int rc = RUN_OK;
-    if (!med || !keep || !busy || !cond) {
-        rc = RUN_SKIP;
-        goto out;
-    }
-    for (int i = 0; i < n; i++) {
-        cand *c = &p->c[i];
-        med[i] = -1;
-        if (pool_wait(p, i) != C_OK) continue;
-        say_try(r, c);
-        int x = check(r, c);
-        if (x == RUN_OK) x = time_variant(r, c, fast_reps(r, c, shift), &busy[i], &cond[i]);
-        if (x == RUN_DEAD) {
-            rc = x;
-            goto out;
-        }
-        if (x == RUN_OK) {
-            med[i] = c->st.median_ms;
-            live++;
-        } else {
-            if (x == RUN_SKIP) fprintf(stderr, "tiletune-worker: variant not run: %s\n", r->err);
-            tt__kernel_unload(c->k);
-            c->k = NULL;
-        }
-    }
-    while (live > 2 && shift > 0) {
+    int *keep = calloc((size_t)n + 1, sizeof *keep);
+    int rc = RUN_SKIP;
+    if (!med || !keep) goto out;
+    rc = check_all(r, p, &live);
+    if (rc == RUN_OK && live > 2) rc = time_interleaved(r, p, shift, FAST_SLICES);
+    while (rc == RUN_OK && medians(p, med) > 2) {
         live = tt_whalve(med, n, FAST_TIE, FAST_CUT, keep);
         for (int i = 0; i < n; i++)
             if (med[i] >= 0 && !keep[i]) {
-                say_ok(r, &p->c[i], busy[i], &cond[i]);
+                say_ok(r, &p->c[i]);
                 (*nok)++;
+                p->c[i].live = 0;
                 tt__kernel_unload(p->c[i].k);
                 p->c[i].k = NULL;
-                med[i] = -1;
             }
-        shift = live <= 2 ? 0 : shift - 1;
-        for (int i = 0; i < n; i++) {
-            if (med[i] < 0) continue;
-            cand *c = &p->c[i];
-            say_try(r, c);
-            int x = time_variant(r, c, shift ? fast_reps(r, c, shift) : exhaustive_reps(r, c), &busy[i], &cond[i]);
-            if (x == RUN_DEAD) {
-                rc = x;
-                goto out;
-            }
-            if (x != RUN_OK) { /* it ran before: should not happen */
-                med[i] = -1;
-                live--;
-                continue;
-            }
-            med[i] = c->st.median_ms;
-        }
+        if (live <= 2 || --shift == 0) break;
+        rc = time_interleaved(r, p, shift, FAST_SLICES);
     }
-    /* two or fewer from the start: they have not had their full count */
-    for (int i = 0; i < n && shift > 0; i++) {
-        if (med[i] < 0) continue;
-        say_try(r, &p->c[i]);
-        int x = time_variant(r, &p->c[i], exhaustive_reps(r, &p->c[i]), &busy[i], &cond[i]);
-        if (x == RUN_DEAD) {
-            rc = x;
-            goto out;
-        }
-    }
-    for (int i = 0; i < n; i++)
-        if (med[i] >= 0) {
-            say_ok(r, &p->c[i], busy[i], &cond[i]);
-            (*nok)++;
-        }
+    if (rc == RUN_OK) rc = time_interleaved(r, p, 0, TIME_SLICES);
+    if (rc == RUN_OK) say_live(r, p, nok);
 out:
-    /* After a dead launch the modules stay: unloading waits for the GPU,
-     * and a hung kernel never lets it finish. The worker exits next. */
-    for (int i = 0; i < n && rc != RUN_DEAD; i++) {
-        tt__kernel_unload(p->c[i].k);
-        p->c[i].k = NULL;
-    }
+    if (rc != RUN_DEAD) unload_all(p); /* see run_exhaustive */
     free(med);
     free(keep);
-    free(busy);
-    free(cond);
     return rc;
 }
 

@@ -79,3 +79,10 @@ int tt_whalve(const double *median, int n, double tie, double cut, int *keep) {
     }
     return kept;
 }
+
+int tt_wslice(int total, int slices, int s) {
+    if (slices < 1) slices = 1;
+    if (s < 0 || s >= slices) return 0;
+    if (total < slices) total = slices;
+    return total / slices + (s < total % slices);
+}

@@ -1,6 +1,7 @@
 /*
  * The pure arithmetic of the measurement worker (tiletune-worker): timing
- * statistics and the successive-halving rule of the fast search mode.
+ * statistics, how a timing is sliced for interleaving, and the
+ * successive-halving rule of the fast search mode.
  * No GPU, no I/O: unit-tested in tests/worker/.
  */
 #ifndef TT_TUNER_WORKER_SEARCH_H
@@ -32,6 +33,12 @@ void tt_wproblem(int64_t seqlen_q, int32_t head_dim, int32_t job_batch, int32_t 
 /* Timed repetitions for one variant: enough launches to fill budget_ms
  * given one launch of t1_ms, within [min_reps, max_reps]. */
 int tt_wreps(double t1_ms, double budget_ms, int min_reps, int max_reps);
+
+/* Launches in slice s (0-based) of `slices` when a timing of `total`
+ * launches is interleaved over them: as even as can be, the first
+ * total % slices slices one more. A total under `slices` is raised to it
+ * (every slice times at least once). 0 for s outside [0, slices). */
+int tt_wslice(int total, int slices, int s);
 
 /*
  * One round of successive halving. `median[i]` is candidate i's median

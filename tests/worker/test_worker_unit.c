@@ -1,8 +1,8 @@
 /*
  * tiletune-worker's pure parts (worker_search.c): timing statistics, the
- * problem rule, repetition counts, TFLOP/s, the successive-halving rule;
- * and its helper kernels (worker_check.cu) compiled by NVRTC for sm_80 and
- * sm_90, which needs no GPU.
+ * problem rule, repetition counts, interleaving slices, TFLOP/s, the
+ * successive-halving rule; and its helper kernels (worker_check.cu)
+ * compiled by NVRTC for sm_80 and sm_90, which needs no GPU.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -58,6 +58,33 @@ TEST(tflops_and_reps) {
     ASSERT_EQ(tt_wreps(0.1, 40, 10, 200), 200);
     ASSERT_EQ(tt_wreps(1.0, 40, 10, 200), 40);
     ASSERT_EQ(tt_wreps(17.0, 40, 10, 200), 10);
+}
+
+TEST(slices_split_a_timing_evenly_and_never_empty) {
+    /* 10 launches over 4 slices: 3 3 2 2 */
+    int want[4] = {3, 3, 2, 2};
+    for (int s = 0; s < 4; s++) ASSERT_EQ(tt_wslice(10, 4, s), want[s]);
+    /* every split adds up to the total, each slice within one of the others */
+    for (int slices = 1; slices <= 5; slices++)
+        for (int total = slices; total <= 200; total++) {
+            int sum = 0, lo = total, hi = 0;
+            for (int s = 0; s < slices; s++) {
+                int k = tt_wslice(total, slices, s);
+                sum += k;
+                lo = k < lo ? k : lo;
+                hi = k > hi ? k : hi;
+            }
+            ASSERT_EQ(sum, total);
+            ASSERT(lo >= 1 && hi - lo <= 1);
+        }
+    /* fewer launches than slices: one each, none empty */
+    ASSERT_EQ(tt_wslice(2, 4, 3), 1);
+    ASSERT_EQ(tt_wslice(0, 2, 0), 1);
+    ASSERT_EQ(tt_wslice(0, 2, 1), 1);
+    /* outside the slices, or no slices asked: all in one */
+    ASSERT_EQ(tt_wslice(10, 4, 4), 0);
+    ASSERT_EQ(tt_wslice(10, 4, -1), 0);
+    ASSERT_EQ(tt_wslice(10, 0, 0), 10);
 }
 
 TEST(halving_keeps_the_best_half_within_the_cut) {
