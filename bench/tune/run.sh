@@ -4,7 +4,10 @@
 # the real tiletune-worker, `tiletune tune <grid> --mode M --wait`, timed.
 # The cubin cache is shared and starts empty, so the FIRST mode pays the
 # compiles (stated in the summary). In each mode the lookup latency is
-# sampled three times on the idle daemon, then every 2 s while the tune runs.
+# sampled three times on the idle daemon before the tune, every 2 s while it
+# runs, and three times more on the idle daemon after it (the idle baseline
+# moves between moments: p99 32.8 us in one set, 42.9 in another, same
+# machine; analyze.py compares against the median of both sets).
 #
 #   bench/tune/run.sh BUILD OUT [GRID] [MODES] [CAP_S]
 #     BUILD  a build directory (tiletuned, tiletune, tiletune-worker, tt_lookup_bench)
@@ -45,7 +48,7 @@ for mode in $modes; do
     for _ in $(seq 100); do "$cli" --socket "$sock" ping >/dev/null 2>&1 && break; sleep 0.1; done
     for _ in $(seq 300); do "$cli" --socket "$sock" status | grep -q '^gpus *[1-9]' && break; sleep 0.1; done
     if [[ -x $lb ]]; then
-        for _ in 1 2 3; do "$lb" socket "$sock" 4 100000 | sed "s/^/idle-$mode: /" >>"$out/lookup.txt"; done
+        for _ in 1 2 3; do "$lb" socket "$sock" 4 100000 | sed "s/^/idle-before-$mode: /" >>"$out/lookup.txt"; done
     fi
     t0=$(date +%s.%N)
     timeout "$cap" "$cli" --socket "$sock" tune "${tune_args[@]}" --mode "$mode" --wait >"$out/$mode.progress" 2>&1 &
@@ -61,6 +64,11 @@ for mode in $modes; do
     rc=$?
     t1=$(date +%s.%N)
     echo "mode=$mode rc=$rc wall_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" | tee -a "$out/wall.txt"
+    # The daemon is idle again once `tune --wait` returned done; a capped
+    # tune (rc != 0) leaves it tuning, and those samples would not be idle.
+    if [[ -x $lb && $rc -eq 0 ]]; then
+        for _ in 1 2 3; do "$lb" socket "$sock" 4 100000 | sed "s/^/idle-after-$mode: /" >>"$out/lookup.txt"; done
+    fi
     "$cli" --socket "$sock" jobs --all >>"$out/$mode.progress" 2>&1
     kill -TERM $dpid
     wait $dpid
