@@ -68,7 +68,8 @@ TT_EXPORT const char *tt_strerror(int code);
 /* ---- configs: one schedule of the kernel -------------------------------- */
 
 typedef enum tt_dtype { TT_DTYPE_FP16 = 0, TT_DTYPE_BF16 = 1 } tt_dtype;
-typedef enum tt_family { TT_FAMILY_MMA = 0 } tt_family;
+/* mma: mma.sync, sm_80 and later; wgmma: Hopper warpgroup MMA, sm_90 only. */
+typedef enum tt_family { TT_FAMILY_MMA = 0, TT_FAMILY_WGMMA = 1 } tt_family;
 typedef enum tt_layout { TT_LAYOUT_PAD = 0, TT_LAYOUT_SWIZZLE = 1 } tt_layout;
 
 /*
@@ -231,6 +232,14 @@ TT_EXPORT int tt_kernel_revision(char out[TT_ID_MAX]);
  */
 TT_EXPORT int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap,
                                size_t *count, char *err, size_t errlen);
+
+/*
+ * The config tt_sdpa_fwd runs for `key` on CUDA device `device` when
+ * nothing is tuned for it: the device's own built-in default (sm_90: a
+ * wgmma schedule), else tt_config_default's portable one.
+ */
+TT_EXPORT int tt_sdpa_default_config(const tt_key *key, int device, tt_config *out, char *err,
+                                     size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compile variants of src/kernels/sdpa_mma.cu with NVRTC (ctypes, stdlib only).
+"""Compile variants of src/kernels/sdpa.cu with NVRTC (ctypes, stdlib only).
 
 Used on the CPU machine to check every variant compiles, read ptxas' report
 (registers, spills, shared memory) and build sm_90 cubins that the device
@@ -8,7 +8,8 @@ harness loads, so no device time goes into compiling.
     python3 bench/dev/nvrtc_build.py --arch sm_90 --out build-kernels/cubins \
         --hdim 128 --dtype 0 --causal 0 BM,BN,W,ST,LAYOUT,QREGS ...
 
-A variant is "BM,BN,W,ST,LAYOUT,QREGS". Without variants the whole space of
+A variant is "BM,BN,W,ST,LAYOUT,QREGS[,FAMILY]" (family 1, wgmma, builds
+for sm_90a). Without variants the whole space of
 space.py is built for the given keys. Writes <name>.cubin and report.json.
 """
 import argparse
@@ -21,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SRC = os.path.join(ROOT, "src", "kernels", "sdpa_mma.cu")
+SRC = os.path.join(ROOT, "src", "kernels", "sdpa.cu")
 HDR = os.path.join(ROOT, "src", "kernels", "sdpa_params.h")
 sys.path.insert(0, HERE)
 import space  # noqa: E402
@@ -48,8 +49,8 @@ def _lib():
 
 def variant_name(v, hdim, dtype, causal, fault=0, defines=""):
     """defines: extra "NAME=VAL,..." (-DTT_NAME=VAL), for A/B builds."""
-    bm, bn, w, st, lay, qr = v
-    n = f"d{hdim}_t{dtype}_c{causal}_m{bm}_n{bn}_w{w}_s{st}_l{lay}_q{qr}"
+    bm, bn, w, st, lay, qr = v[:6]
+    n = ("wg_" if len(v) > 6 and v[6] == 1 else "") + f"d{hdim}_t{dtype}_c{causal}_m{bm}_n{bn}_w{w}_s{st}_l{lay}_q{qr}"
     n += f"_f{fault}" if fault else ""
     return n + ("_" + defines.replace("=", "").replace(",", "_") if defines else "")
 
@@ -66,12 +67,15 @@ def compile_one(args):
     prog = ctypes.c_void_p()
     hdrs = (ctypes.c_char_p * 1)(hdr)
     names = (ctypes.c_char_p * 1)(b"sdpa_params.h")
-    rc = lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"sdpa_mma.cu", 1, hdrs, names)
+    rc = lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"sdpa.cu", 1, hdrs, names)
     if rc:
         return {"ok": False, "log": f"nvrtcCreateProgram {rc}"}
-    bm, bn, w, st, lay, qr = v
+    bm, bn, w, st, lay, qr = v[:6]
+    fam = v[6] if len(v) > 6 else 0
+    if fam == 1 and arch == "sm_90":
+        arch = "sm_90a"  # wgmma
     opts = [f"-arch={arch}", "-std=c++17", "--ptxas-options=-v",
-            f"-DTT_FAMILY=0", f"-DTT_BLOCK_M={bm}", f"-DTT_BLOCK_N={bn}",
+            f"-DTT_FAMILY={fam}", f"-DTT_BLOCK_M={bm}", f"-DTT_BLOCK_N={bn}",
             f"-DTT_WARPS={w}", f"-DTT_STAGES={st}", f"-DTT_LAYOUT={lay}",
             f"-DTT_Q_IN_REGS={qr}", f"-DTT_HEAD_DIM={hdim}", f"-DTT_DTYPE={dtype}",
             f"-DTT_CAUSAL={causal}", f"-DTT_FAULT_INJECT={fault}"] + extra_defines(defines)

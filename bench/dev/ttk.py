@@ -1,4 +1,4 @@
-"""Launch src/kernels/sdpa_mma.cu from PyTorch without libtiletune.
+"""Launch src/kernels/sdpa.cu from PyTorch without libtiletune.
 
 Cubins come from a directory built on the CPU machine by nvrtc_build.py
 (names from variant_name) or, when missing, are compiled here with CuPy's
@@ -57,7 +57,7 @@ class Kernels:
         if data is None:
             # No prebuilt cubin: CuPy's NVRTC compiles and loads it.
             import cupy
-            mod = cupy.RawModule(code=open(os.path.join(ROOT, "src/kernels/sdpa_mma.cu")).read(),
+            mod = cupy.RawModule(code=open(os.path.join(ROOT, "src/kernels/sdpa.cu")).read(),
                                  options=self._options(v, hdim, dtype, causal, fault, defines))
             f = mod.get_function("tt_sdpa_fwd_kernel")
             fn = _P(f.ptr)

@@ -47,6 +47,8 @@ static int check_variant(const tt__variant *v, char *err, size_t errlen) {
         return tt__fail(TT_ERR_INVAL, err, errlen, "causal must be 0 or 1");
     if (v->arch < 80 || v->arch > 199)
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "arch sm_%d: the mma family needs sm_80 or later", (int)v->arch);
+    if (v->config.family == TT_FAMILY_WGMMA && v->arch != 90)
+        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "arch sm_%d: the wgmma family runs on sm_90 only", (int)v->arch);
 #ifdef TT_FAULT_INJECTION
     if (v->fault < TT_FAULT_NONE || v->fault > TT_FAULT_HANG)
 #else
@@ -169,7 +171,8 @@ static int nvrtc_compile(const tt__nvrtc *nv, const tt__source *src, const tt__v
     char arch[32], inc[4200], line[1024];
     const char *flags[MAX_FLAGS];
     int n = 0;
-    snprintf(arch, sizeof arch, "-arch=sm_%d", (int)v->arch);
+    /* wgmma.mma_async exists only on the arch-specific sm_90a target */
+    snprintf(arch, sizeof arch, "-arch=sm_%d%s", (int)v->arch, v->config.family == TT_FAMILY_WGMMA ? "a" : "");
     flags[n++] = arch;
     for (size_t i = 0; i < N_BASE_FLAGS; i++) flags[n++] = base_flags[i];
     char incdir[4096];
@@ -186,7 +189,7 @@ static int nvrtc_compile(const tt__nvrtc *nv, const tt__source *src, const tt__v
     nvrtcProgram prog = NULL;
     char *log = NULL;
     int rc = 0;
-    nvrtcResult r = nv->CreateProgram(&prog, src->text, "sdpa_mma.cu", 1, hdr_src, hdr_name);
+    nvrtcResult r = nv->CreateProgram(&prog, src->text, "sdpa.cu", 1, hdr_src, hdr_name);
     if (r != NVRTC_SUCCESS)
         return tt__fail(TT_ERR_COMPILE, err, errlen, "nvrtcCreateProgram: %s", nv->GetErrorString(r));
     double t0 = now_ms();
@@ -287,7 +290,7 @@ int tt__jit_compile(const tt__jit_opts *opts, const tt__variant *v, tt__cubin **
             free(c);
             return rc;
         }
-        c->report.dynamic_smem = TT_SDPA_SMEM_BYTES(v->config.block_m, v->config.block_n, v->head_dim,
+        c->report.dynamic_smem = TT_SDPA_SMEM_BYTES(v->config.family, v->config.block_m, v->config.block_n, v->head_dim,
                                                     v->config.stages, v->config.layout);
         c->report.threads = v->config.warps * 32;
         int32_t w[REPORT_WORDS];

@@ -8,6 +8,8 @@
  * TT_Q_IN_REGS) plus the problem's compile-time facts TT_HEAD_DIM,
  * TT_DTYPE (0 fp16, 1 bf16) and TT_CAUSAL (0/1).
  *
+ * Family 1 (wgmma) is compiled for sm_90a.
+ *
  * Entry: extern "C" __global__ void tt_sdpa_fwd_kernel(tt_sdpa_params p);
  * Grid: (ceil(seqlen_q / TT_BLOCK_M), heads_q, batch); block: TT_WARPS * 32
  * threads; dynamic shared memory: TT_SDPA_SMEM_BYTES(...) below.
@@ -48,8 +50,10 @@ typedef struct tt_sdpa_params {
 #define TT_SDPA_SMEM_ROW(head_dim, layout) ((head_dim) + ((layout) == 0 ? 8 : 0))
 
 /* Dynamic shared memory of a variant, in bytes: the Q tile plus `stages`
- * K tiles and `stages` V tiles of 2-byte elements. */
-#define TT_SDPA_SMEM_BYTES(block_m, block_n, head_dim, stages, layout) \
-    (2 * TT_SDPA_SMEM_ROW(head_dim, layout) * ((block_m) + 2 * (stages) * (block_n)))
+ * K tiles and `stages` V tiles of 2-byte elements; family 1 (wgmma) adds
+ * 1 KB so the kernel can align its tiles to the 1024-byte swizzle atom. */
+#define TT_SDPA_SMEM_BYTES(family, block_m, block_n, head_dim, stages, layout) \
+    (2 * TT_SDPA_SMEM_ROW(head_dim, layout) * ((block_m) + 2 * (stages) * (block_n)) + \
+     ((family) == 1 ? 1024 : 0))
 
 #endif

@@ -3,7 +3,7 @@
 // worker checks every candidate against it on shapes too large for a CPU
 // reference, and tests/gpu checks it against float64 on the CPU.
 //
-// Same contract as sdpa_mma.cu (sdpa_params.h): entry tt_sdpa_fwd_kernel,
+// Same contract as sdpa.cu (sdpa_params.h): entry tt_sdpa_fwd_kernel,
 // grid (ceil(seqlen_q / TT_BLOCK_M), heads_q, batch), TT_WARPS * 32 threads.
 // Knobs other than TT_BLOCK_M and TT_WARPS are ignored, and so is the
 // dynamic shared memory. No includes: it compiles without the toolkit's

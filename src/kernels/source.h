@@ -1,7 +1,7 @@
 /*
  * The kernel source in use and its revision.
  *
- * The SDPA source (sdpa_mma.cu) and its contract header (sdpa_params.h) are
+ * The SDPA source (sdpa.cu, both families) and its contract header (sdpa_params.h) are
  * embedded in libtiletune at build time. $TILETUNE_KERNEL_SOURCE names an
  * edited copy of the .cu file instead, so a user can change the schedule
  * and re-tune without rebuilding. The revision is the FNV-1a hash of the

@@ -239,7 +239,7 @@ TEST(compile_reports_and_caches) {
     if (rc < 0) TT_FAIL_AT("compile: %s", err);
     ASSERT_EQ(a->report.from_cache, 0);
     ASSERT(a->report.registers > 0 && a->report.registers <= 255);
-    ASSERT_EQ(a->report.dynamic_smem, TT_SDPA_SMEM_BYTES(v.config.block_m, v.config.block_n, 64,
+    ASSERT_EQ(a->report.dynamic_smem, TT_SDPA_SMEM_BYTES(v.config.family, v.config.block_m, v.config.block_n, 64,
                                                           v.config.stages, v.config.layout));
     ASSERT_EQ(a->report.threads, v.config.warps * 32);
     ASSERT(a->report.compile_ms > 0);

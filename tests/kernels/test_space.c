@@ -72,7 +72,7 @@ TEST(every_variant_compiles_for_sm80_and_sm90) {
                             printf("REGISTERS %d sm_%d d%d %s\n", r->registers, archs[ai], hds[hi], cfg);
                             failures++;
                         }
-                        long smem = TT_SDPA_SMEM_BYTES((long)v->config.block_m, (long)v->config.block_n,
+                        long smem = TT_SDPA_SMEM_BYTES((long)v->config.family, (long)v->config.block_m, (long)v->config.block_n,
                                                        (long)v->head_dim, (long)v->config.stages,
                                                        v->config.layout);
                         if (r->dynamic_smem != smem || r->static_smem + r->dynamic_smem > dev.smem_optin) {

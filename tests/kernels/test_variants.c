@@ -1,4 +1,4 @@
-/* The variant space without compiling: the shape rules (sdpa_mma.cu's
+/* The variant space without compiling: the shape rules (sdpa.cu's
  * #errors, mirrored), device limits, seqlen pruning, the table's size. */
 #include <stdlib.h>
 #include <string.h>
@@ -51,10 +51,81 @@ TEST(shape_rules) {
     c = cfg(128, 64, 4, 1, 1, 1); /* 192 + 64 = 256: legal, ptxas decides */
     ASSERT_OK(tt__variant_check(&c, 128, NULL, err, sizeof err));
     c = cfg(128, 64, 4, 1, 1, 0);
-    c.family = 1;
+    c.family = 2; /* no such family */
     ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
     c = cfg(128, 64, 4, 1, 1, 0);
     ASSERT_EQ(tt__variant_check(&c, 80, NULL, err, sizeof err), TT_ERR_UNSUPPORTED);
+}
+
+static tt_config wg(int warps, int bn, int st) {
+    tt_config c = cfg(16 * warps, bn, warps, st, TT_LAYOUT_SWIZZLE, 0);
+    c.family = TT_FAMILY_WGMMA;
+    return c;
+}
+
+TEST(wgmma_shape_rules) {
+    char err[256];
+    tt__device_limits h100, a100;
+    ASSERT_OK(tt__device_limits_nominal(90, &h100));
+    ASSERT_OK(tt__device_limits_nominal(80, &a100));
+    tt_config c = wg(8, 128, 2);
+    ASSERT_OK(tt__variant_check(&c, 128, &h100, err, sizeof err));
+    /* Hopper only */
+    ASSERT_EQ(tt__variant_check(&c, 128, &a100, err, sizeof err), TT_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(err, "sm_90 only");
+    /* whole 64-column panels */
+    ASSERT_EQ(tt__variant_check(&c, 96, &h100, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "64, 128 or 256");
+    /* 64 rows a warpgroup */
+    c.block_m = 64;
+    ASSERT_EQ(tt__variant_check(&c, 128, &h100, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "64 rows a warpgroup");
+    c = wg(6, 128, 2);
+    ASSERT_EQ(tt__variant_check(&c, 128, &h100, err, sizeof err), TT_ERR_INVAL);
+    c = wg(8, 96, 2); /* N of S = Q K^T in whole 64s */
+    ASSERT_EQ(tt__variant_check(&c, 128, &h100, err, sizeof err), TT_ERR_INVAL);
+    c = wg(8, 128, 1); /* no single-buffer schedule */
+    ASSERT_EQ(tt__variant_check(&c, 128, &h100, err, sizeof err), TT_ERR_INVAL);
+    c = wg(8, 128, 2);
+    c.layout = TT_LAYOUT_PAD;
+    ASSERT_EQ(tt__variant_check(&c, 128, &h100, err, sizeof err), TT_ERR_INVAL);
+    c = wg(8, 256, 2); /* 128 + 128 + 64 accumulator registers at d256 */
+    ASSERT_EQ(tt__variant_check(&c, 256, &h100, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "accumulator registers");
+    c = wg(12, 128, 2); /* 160: fits 12 warps' 168 registers */
+    ASSERT_OK(tt__variant_check(&c, 128, &h100, err, sizeof err));
+    c = wg(12, 192, 2); /* 96 + 32 + 48 = 176 > 168 */
+    ASSERT_EQ(tt__variant_check(&c, 64, &h100, err, sizeof err), TT_ERR_INVAL);
+    /* shared memory: d128 128 x 128 x 3 stages = 2*128*(128 + 6*128) + 1 KB */
+    c = wg(8, 128, 3);
+    ASSERT_OK(tt__variant_check(&c, 128, &h100, err, sizeof err));
+    c = wg(8, 128, 4);
+    ASSERT_EQ(tt__variant_check(&c, 128, &h100, err, sizeof err), TT_ERR_RANGE);
+    ASSERT_CONTAINS(err, "295936");
+}
+
+static size_t count_family(int hd, int arch, int64_t seqlen_k, int family) {
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(arch, &d));
+    tt_key k = {.head_dim = hd, .dtype = TT_DTYPE_FP16, .seqlen_q = seqlen_k, .seqlen_k = seqlen_k};
+    tt__space_entry *e = NULL;
+    size_t n = 0, f = 0;
+    ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
+    for (size_t i = 0; i < n; i++) f += e[i].variant.config.family == family;
+    free(e);
+    return f;
+}
+
+TEST(wgmma_variants_are_in_the_space_on_sm90_only) {
+    ASSERT(count_family(128, 90, 0, TT_FAMILY_WGMMA) >= 6);
+    ASSERT(count_family(64, 90, 0, TT_FAMILY_WGMMA) >= 6);
+    ASSERT(count_family(256, 90, 0, TT_FAMILY_WGMMA) >= 2);
+    ASSERT_EQ(count_family(96, 90, 0, TT_FAMILY_WGMMA), 0);
+    ASSERT_EQ(count_family(32, 90, 0, TT_FAMILY_WGMMA), 0);
+    ASSERT_EQ(count_family(128, 80, 0, TT_FAMILY_WGMMA), 0);
+    ASSERT_EQ(count_family(128, 89, 0, TT_FAMILY_WGMMA), 0);
+    /* two stages are the wgmma minimum, not pruned for one-tile keys */
+    ASSERT_EQ(count_family(128, 90, 1, TT_FAMILY_WGMMA), count_family(128, 90, 0, TT_FAMILY_WGMMA));
 }
 
 TEST(shared_memory_limit) {
@@ -117,7 +188,8 @@ TEST(short_keys_prune_stages) {
     tt__space_entry *e;
     size_t n;
     ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
-    for (size_t i = 0; i < n; i++) ASSERT_EQ(e[i].variant.config.stages, 1);
+    for (size_t i = 0; i < n; i++)
+        ASSERT_EQ(e[i].variant.config.stages, e[i].variant.config.family == TT_FAMILY_WGMMA ? 2 : 1);
     free(e);
 }
 
