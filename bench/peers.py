@@ -108,7 +108,7 @@ class TiletuneBackend:
 
     def default(self, D, dt, causal, L):
         return self.tt.default_config(head_dim=D, dtype=DTYPES[dt], causal=bool(causal),
-                                      seqlen_q=L, seqlen_k=L)
+                                      seqlen_q=L, seqlen_k=L, device=0)
 
     def prepare(self, v, D, dt, causal):
         pass
@@ -122,7 +122,8 @@ class TiletuneBackend:
         q_in_regs=0" -> "128x64w4s1sw", the dev backend's form."""
         k = dict(kv.split("=", 1) for kv in str(v).split(","))
         try:
-            return (f"{k['block_m']}x{k['block_n']}w{k['warps']}s{k['stages']}"
+            return (("wg" if k.get("family") == "wgmma" else "") +
+                    f"{k['block_m']}x{k['block_n']}w{k['warps']}s{k['stages']}"
                     f"{'sw' if k['layout'] in ('swizzle', '1') else 'pad'}"
                     f"{'q' if k['q_in_regs'] == '1' else ''}")
         except KeyError:

@@ -21,12 +21,19 @@ BENCH_GPU = "0bec0bec0bec0bec"  # bench/lookup's seeded winners, looked up durin
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
-def defaults():
+def defaults(sm90):
+    """(head_dim, causal) -> the built-in default's knobs as tt_sdpa_fwd runs
+    it: src/common/defaults.c's sm_90 table (family wgmma) where the GPU is
+    an sm_90 one, else the portable table (family mma)."""
     text = open(os.path.join(ROOT, "src/common/defaults.c")).read()
+    portable, _, arch = text.partition("defaults_sm90[]")
     out = {}
-    for m in re.finditer(r"\{(\d+), (\d), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\},", text):
-        d, c, bm, bn, w, st, lay, q = map(int, m.groups())
-        out[(d, c)] = (0, bm, bn, w, st, lay, q)
+    for family, part in ((0, portable), (1, arch)):
+        if family == 1 and not sm90:
+            continue
+        for m in re.finditer(r"\{(\d+), (\d), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\},", part):
+            d, c, bm, bn, w, st, lay, q = map(int, m.groups())
+            out[(d, c)] = (family, bm, bn, w, st, lay, q)
     return out
 
 
@@ -88,7 +95,8 @@ def main():
             print()
     if "exhaustive" in data:
         emeas, ebest = data["exhaustive"]
-        dft = defaults()
+        # the wgmma family exists in the space on sm_90 only
+        dft = defaults(any(cfg[0] == 1 for m in emeas.values() for cfg in m))
         sp = []
         for key, (cfg, t, _) in ebest.items():
             d = dft.get((key[1], key[2]))
@@ -103,7 +111,8 @@ def main():
         print("|---|---|---|---|---|---|")
         for key in sorted(ebest):
             cfg, t, tf = ebest[key]
-            print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | bm{cfg[1]} bn{cfg[2]} w{cfg[3]} st{cfg[4]} q{cfg[6]} | {tf:.1f} |")
+            fam = "wgmma " if cfg[0] == 1 else ""
+            print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {fam}bm{cfg[1]} bn{cfg[2]} w{cfg[3]} st{cfg[4]} q{cfg[6]} | {tf:.1f} |")
         print()
     lk = os.path.join(out, "lookup.txt")
     if os.path.exists(lk):

@@ -119,6 +119,8 @@ def _declare(lib):
     lib.tt_kernel_revision.restype = ctypes.c_int
     lib.tt_config_default.argtypes = [ctypes.POINTER(_Key), ctypes.POINTER(_Config)]
     lib.tt_config_default.restype = ctypes.c_int
+    lib.tt_sdpa_default_config.argtypes = [ctypes.POINTER(_Key), ctypes.c_int, ctypes.POINTER(_Config)] + err_t
+    lib.tt_sdpa_default_config.restype = ctypes.c_int
     lib.tt_config_format.argtypes = [ctypes.POINTER(_Config), ctypes.c_char_p, ctypes.c_size_t]
     lib.tt_config_format.restype = ctypes.c_int
     lib.tt_config_parse.argtypes = [ctypes.c_char_p, ctypes.POINTER(_Config)]
@@ -198,13 +200,24 @@ def parse_config(text):
     return out
 
 
-def default_config(head_dim, dtype, causal=False, seqlen_q=1024, seqlen_k=None):
-    """The built-in default config for a key, as canonical text."""
+def default_config(head_dim, dtype, causal=False, seqlen_q=1024, seqlen_k=None, device=None):
+    """The built-in default config for a key, as canonical text. Without a
+    device: the portable default (valid on every sm_80+ GPU, what a daemon
+    answers when nothing is tuned); with a device (an ordinal, "cuda:N" or a
+    torch.device): the one sdpa() runs there when nothing is tuned (sm_90
+    has its own)."""
     cfg = _Config()
-    rc = _load().tt_config_default(ctypes.byref(_key(head_dim, dtype, causal, seqlen_q, seqlen_k)),
-                                   ctypes.byref(cfg))
-    if rc < 0:
-        _raise(rc, None, "default_config")
+    key = _key(head_dim, dtype, causal, seqlen_q, seqlen_k)
+    if device is None:
+        rc = _load().tt_config_default(ctypes.byref(key), ctypes.byref(cfg))
+        if rc < 0:
+            _raise(rc, None, "default_config")
+    else:
+        err = ctypes.create_string_buffer(1024)
+        rc = _load().tt_sdpa_default_config(ctypes.byref(key), _device_index(device), ctypes.byref(cfg),
+                                            err, len(err))
+        if rc < 0:
+            _raise(rc, err, "default_config")
     return format_config(cfg)
 
 

@@ -1,9 +1,11 @@
 /* The built-in default config per key: what a lookup answers when nothing
- * is tuned, and what libtiletune runs without a daemon. It must be valid on
- * every sm_80+ device (shared memory <= 99 KB, the sm_86/89 opt-in limit;
- * no register spill for sm_80, sm_86 or sm_90)
- * and within reach of the tuned best (issue 3 target: within 15%);
- * docs/perf.md records the measurements behind each row. */
+ * is tuned, and what libtiletune runs without a daemon. The portable table
+ * must be valid on every sm_80+ device (shared memory <= 99 KB, the
+ * sm_86/89 opt-in limit; no register spill for sm_80, sm_86 or sm_90). An
+ * arch may have its own rows (sm_90: the wgmma family, far faster there);
+ * tt_sdpa_fwd runs those on that arch. Every row must be within reach of
+ * the tuned best (issue 3 target: within 15%); docs/perf.md records the
+ * measurements behind each row. */
 #include "key.h"
 
 #include <string.h>
@@ -34,15 +36,28 @@ static const struct default_row {
     {256, 1, 64, 64, 4, 1, 1, 0},
 };
 
-int tt_config_default(const tt_key *key, tt_config *out) {
-    if (!key || !out) return TT_ERR_INVAL;
-    if (!tt__head_dim_supported(key->head_dim)) return TT_ERR_UNSUPPORTED;
-    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
-        const struct default_row *r = &defaults[i];
+/* sm_90 (H100/H200): family wgmma, one brace row per line, as above. Each
+ * row is the config with the best worst case over the H200 grid (seqlen
+ * 512..16384, fp16 and bf16; docs/perf.md, wgmma v1): of the tuned best,
+ * d64 0.90/0.94 (non-causal/causal), d128 0.985/0.92, d256 1.0. */
+static const struct default_row defaults_sm90[] = {
+    /* d, c, bm, bn, w, st, layout, q_in_regs */
+    {64, 0, 64, 64, 4, 2, 1, 0},
+    {64, 1, 64, 64, 4, 2, 1, 0},
+    {128, 0, 192, 128, 12, 2, 1, 0},
+    {128, 1, 64, 64, 4, 2, 1, 0},
+    {256, 0, 128, 64, 8, 2, 1, 0},
+    {256, 1, 128, 64, 8, 2, 1, 0},
+};
+
+static int from_table(const struct default_row *rows, size_t n, int32_t family, const tt_key *key,
+                      tt_config *out) {
+    for (size_t i = 0; i < n; i++) {
+        const struct default_row *r = &rows[i];
         if (r->head_dim != key->head_dim || r->causal != (key->causal ? 1 : 0)) continue;
         tt_config c;
         memset(&c, 0, sizeof c);
-        c.family = TT_FAMILY_MMA;
+        c.family = family;
         c.block_m = r->block_m;
         c.block_n = r->block_n;
         c.warps = r->warps;
@@ -53,4 +68,19 @@ int tt_config_default(const tt_key *key, tt_config *out) {
         return 0;
     }
     return TT_ERR_UNSUPPORTED;
+}
+
+int tt_config_default(const tt_key *key, tt_config *out) {
+    if (!key || !out) return TT_ERR_INVAL;
+    if (!tt__head_dim_supported(key->head_dim)) return TT_ERR_UNSUPPORTED;
+    return from_table(defaults, sizeof defaults / sizeof defaults[0], TT_FAMILY_MMA, key, out);
+}
+
+int tt__config_default_arch(const tt_key *key, int32_t arch, tt_config *out) {
+    if (!key || !out) return TT_ERR_INVAL;
+    if (!tt__head_dim_supported(key->head_dim)) return TT_ERR_UNSUPPORTED;
+    if (arch == 90 &&
+        from_table(defaults_sm90, sizeof defaults_sm90 / sizeof defaults_sm90[0], TT_FAMILY_WGMMA, key, out) == 0)
+        return 0;
+    return tt_config_default(key, out);
 }

@@ -86,7 +86,7 @@ int tt__kernel_load(CUcontext ctx, const tt__cubin *cubin, const tt__variant *v,
     k->ctx = ctx;
     k->variant = *v;
     k->report = cubin->report;
-    k->smem = TT_SDPA_SMEM_BYTES(v->config.block_m, v->config.block_n, v->head_dim, v->config.stages,
+    k->smem = TT_SDPA_SMEM_BYTES(v->config.family, v->config.block_m, v->config.block_n, v->head_dim, v->config.stages,
                                  v->config.layout);
     k->threads = v->config.warps * 32;
     CUresult r;
@@ -420,6 +420,9 @@ static void client_open_once(void) {
     if (tt_client_open(NULL, 50, &process_client) < 0) process_client = NULL;
 }
 
+static int device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,
+                          size_t errlen);
+
 static int choose_config(const tt_sdpa_args *a, const tt__device_limits *lim, tt_config *out,
                          char *err, size_t errlen) {
     char msg[200];
@@ -442,27 +445,37 @@ static int choose_config(const tt_sdpa_args *a, const tt__device_limits *lim, tt
     tt_lookup_result res;
     /* The daemon tunes on the same GPU model; a record from another model
      * or an older schedule may not fit this device: then the default. */
+    /* A default answer (nothing tuned, or no daemon) is the portable one;
+     * this device's own default is at least as good. */
     if (process_client && key.seqlen_q <= TT_SEQLEN_MAX && key.seqlen_k <= TT_SEQLEN_MAX &&
-        tt_lookup(process_client, &key, &res) >= 0 &&
+        tt_lookup(process_client, &key, &res) == 0 && res.match != TT_MATCH_DEFAULT &&
         tt__variant_check(&res.config, key.head_dim, lim, NULL, 0) == 0) {
         *out = res.config;
         return 0;
     }
+    return device_default(&key, lim, out, err, errlen);
+}
+
+/* The default this device runs: its arch's row, else the portable one; a
+ * device with less shared memory than that needs (sm_86's 99 KB at
+ * head_dim 256) gets the first schedule of the space that fits. */
+static int device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,
+                          size_t errlen) {
     tt_config c;
-    if (tt_config_default(&key, &c) == 0 && tt__variant_check(&c, key.head_dim, lim, NULL, 0) == 0) {
+    int rc;
+    if (tt__config_default_arch(key, lim->arch, &c) == 0 &&
+        tt__variant_check(&c, key->head_dim, lim, NULL, 0) == 0) {
         *out = c;
         return 0;
     }
-    /* a device with less shared memory than the default needs (sm_86's
-     * 99 KB at head_dim 256): the first schedule of the space that fits */
     tt__space_entry *e = NULL;
     size_t n = 0;
-    if ((rc = tt__space_enumerate(&key, lim, 0, NULL, 1, &e, &n, err, errlen)) < 0) return rc;
+    if ((rc = tt__space_enumerate(key, lim, 0, NULL, 1, &e, &n, err, errlen)) < 0) return rc;
     if (n == 0) {
         free(e);
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
                         "no schedule of head_dim %d fits this device's %d bytes of shared memory",
-                        (int)key.head_dim, (int)lim->smem_optin);
+                        (int)key->head_dim, (int)lim->smem_optin);
     }
     *out = e[0].variant.config;
     free(e);
@@ -522,4 +535,17 @@ int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap, 
     free(e);
     *count = n;
     return 0;
+}
+
+int tt_sdpa_default_config(const tt_key *key, int device, tt_config *out, char *err, size_t errlen) {
+    if (!key || !out) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
+    if (!tt__head_dim_supported(key->head_dim))
+        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)key->head_dim);
+    const tt__cuda *cu;
+    int rc = tt__cuda_get(&cu, err, errlen);
+    if (rc < 0) return rc;
+    CUcontext ctx;
+    tt__device_limits lim;
+    if ((rc = context_for(cu, device, &ctx, &lim, err, errlen)) < 0) return rc;
+    return device_default(key, &lim, out, err, errlen);
 }
