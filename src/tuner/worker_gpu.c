@@ -743,7 +743,11 @@ static int time_interleaved(keyrun *r, pool *p, int shift, int slices) {
     return RUN_OK;
 }
 
-static void say_ok(keyrun *r, cand *c) {
+/* A timed variant's RESULT: status ok, or skipped for one the fast search
+ * dropped after a partial timing (its numbers are kept as history, but
+ * a few launches in an early round, at that moment's boost clock, must
+ * not beat the finalists' full timing as the key's winner). */
+static void say_timed(keyrun *r, cand *c, const char *status) {
     const tt_nvml_sample *cond = &c->cond;
     char extra[256];
     int n = snprintf(extra, sizeof extra, " time_ms=%.6g tflops=%.4g time_min_ms=%.6g spread=%.4g reps=%d rel_err=%.3g",
@@ -753,9 +757,11 @@ static void say_ok(keyrun *r, cand *c) {
     if (cond->sm_clock_mhz >= 0) n += snprintf(extra + n, sizeof extra - (size_t)n, " sm_clock_mhz=%d", cond->sm_clock_mhz);
     if (cond->temp_c >= 0) n += snprintf(extra + n, sizeof extra - (size_t)n, " temp_c=%d", cond->temp_c);
     if (cond->processes >= 0) snprintf(extra + n, sizeof extra - (size_t)n, " busy=%d", c->busy ? 1 : 0);
-    say_status(r, c, "ok", extra);
+    say_status(r, c, status, extra);
     c->out = 1;
 }
+
+static void say_ok(keyrun *r, cand *c) { say_timed(r, c, "ok"); }
 
 /* Builds the candidate list: the space minus AVOID, plus (fault builds,
  * --inject) the two faulty variants first so a test meets them early. */
@@ -879,7 +885,8 @@ static int medians(const pool *p, double *med) {
  * repetitions, until two are left or the count would reach the exhaustive
  * one; the survivors are then timed like exhaustive's (TIME_SLICES slices
  * of the full count), so the winner's numbers are as good as an
- * exhaustive search's. A dropped variant's RESULT carries its last pass. */
+ * exhaustive search's. A dropped variant's RESULT carries its last pass,
+ * as status skipped: only the finalists compete for the winner. */
 static int run_fast(keyrun *r, pool *p, int *nok) {
     int n = p->n, live, shift = FAST_SHIFT;
     double *med = calloc((size_t)n + 1, sizeof *med);
@@ -892,7 +899,7 @@ static int run_fast(keyrun *r, pool *p, int *nok) {
         live = tt_whalve(med, n, FAST_TIE, FAST_CUT, keep);
         for (int i = 0; i < n; i++)
             if (med[i] >= 0 && !keep[i]) {
-                say_ok(r, &p->c[i]);
+                say_timed(r, &p->c[i], "skipped");
                 (*nok)++;
                 p->c[i].live = 0;
                 tt__kernel_unload(p->c[i].k);
