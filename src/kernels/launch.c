@@ -501,7 +501,7 @@ int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {
             return tt__fail(TT_ERR_INVAL, err, errlen, "%s is on device %d, q on device %d", more[i].name,
                             other, ord);
     }
-    CUcontext ctx;
+    CUcontext ctx = NULL;
     tt__device_limits lim;
     if ((rc = context_for(cu, ord, &ctx, &lim, err, errlen)) < 0) return rc;
     tt__variant v;
@@ -519,15 +519,21 @@ int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {
     return tt__kernel_launch(k, &p, (CUstream)a->stream, err, errlen);
 }
 
-int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap, size_t *count,
-                     char *err, size_t errlen) {
-    if (!key || !count || (cap && !out)) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
+/* The limits of CUDA device `device` (its primary context made ready). */
+static int limits_of(int device, tt__device_limits *lim, char *err, size_t errlen) {
     const tt__cuda *cu;
     int rc = tt__cuda_get(&cu, err, errlen);
     if (rc < 0) return rc;
     CUcontext ctx;
+    return context_for(cu, device, &ctx, lim, err, errlen);
+}
+
+int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap, size_t *count,
+                     char *err, size_t errlen) {
+    if (!key || !count || (cap && !out)) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
     tt__device_limits lim;
-    if ((rc = context_for(cu, device, &ctx, &lim, err, errlen)) < 0) return rc;
+    int rc = limits_of(device, &lim, err, errlen);
+    if (rc < 0) return rc;
     tt__space_entry *e = NULL;
     size_t n = 0;
     if ((rc = tt__space_enumerate(key, &lim, TT_SPACE_COMPILE, NULL, 0, &e, &n, err, errlen)) < 0) return rc;
@@ -541,11 +547,8 @@ int tt_sdpa_default_config(const tt_key *key, int device, tt_config *out, char *
     if (!key || !out) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
     if (!tt__head_dim_supported(key->head_dim))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)key->head_dim);
-    const tt__cuda *cu;
-    int rc = tt__cuda_get(&cu, err, errlen);
-    if (rc < 0) return rc;
-    CUcontext ctx;
     tt__device_limits lim;
-    if ((rc = context_for(cu, device, &ctx, &lim, err, errlen)) < 0) return rc;
+    int rc = limits_of(device, &lim, err, errlen);
+    if (rc < 0) return rc;
     return device_default(key, &lim, out, err, errlen);
 }

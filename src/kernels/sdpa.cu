@@ -86,6 +86,9 @@
 #if TT_STAGES < 2 || TT_LAYOUT != 1 || TT_Q_IN_REGS != 0
 #error "family wgmma: TT_STAGES >= 2, TT_LAYOUT 1 (swizzle), TT_Q_IN_REGS 0"
 #endif
+#if TT_EXP2_PACKED
+#error "family wgmma: TT_EXP2_PACKED is an mma-only experiment"
+#endif
 #endif
 #if TT_HEAD_DIM != 32 && TT_HEAD_DIM != 64 && TT_HEAD_DIM != 96 && \
     TT_HEAD_DIM != 128 && TT_HEAD_DIM != 256
@@ -258,10 +261,7 @@ __device__ __forceinline__ void unpack2(u32 v, float &lo, float &hi) {
 }
 #endif
 
-/* Copies ROWS rows of a tile (row stride in elements) into shared memory;
- * rows at or past `valid` are zero-filled without a read. Each thread keeps
- * one running source pointer: hoisting one 64-bit offset per chunk out of
- * the K/V loop cost up to 64 registers (d256) and spilled. */
+/* Byte offset of chunk c of row r in a tile of ROWS rows, either family. */
 template <int ROWS> __device__ __forceinline__ u32 tile_off(int r, int c) {
 #if TT_FAMILY == 0
     return soff(r, c);
@@ -269,6 +269,11 @@ template <int ROWS> __device__ __forceinline__ u32 tile_off(int r, int c) {
     return poff<ROWS>(r, c);
 #endif
 }
+
+/* Copies ROWS rows of a tile (row stride in elements) into shared memory;
+ * rows at or past `valid` are zero-filled without a read. Each thread keeps
+ * one running source pointer: hoisting one 64-bit offset per chunk out of
+ * the K/V loop cost up to 64 registers (d256) and spilled. */
 
 template <int ROWS>
 __device__ __forceinline__ void load_tile(u32 sbase, const u16 *g, tt_i64 stride,
@@ -297,6 +302,140 @@ __device__ __forceinline__ void load_tile(u32 sbase, const u16 *g, tt_i64 stride
                 const int r = idx / CPR, c = idx % CPR;
                 const bool ok = r < valid;
                 cp_async16(sbase + tile_off<ROWS>(r, c), ok ? g + r * stride + c * 8 : g, ok);
+            }
+        }
+    }
+}
+
+
+/* ---- the FlashAttention skeleton both families share -------------------- */
+
+/* This CTA's (head, batch), first query row and Q/K/V tile bases. */
+__device__ __forceinline__ void cta_tiles(const tt_sdpa_params &p, int &h, int &b, int &m0,
+                                          const u16 *&gQ, const u16 *&gK, const u16 *&gV) {
+    int m_block;
+    block_coords(m_block, h, b);
+    const int hkv = h / (p.heads_q / p.heads_kv);
+    m0 = m_block * BM;
+    gQ = (const u16 *)p.q + b * p.q_batch_stride + h * p.q_head_stride + (tt_i64)m0 * p.q_row_stride;
+    gK = (const u16 *)p.k + b * p.k_batch_stride + hkv * p.k_head_stride;
+    gV = (const u16 *)p.v + b * p.v_batch_stride + hkv * p.v_head_stride;
+}
+
+/* K/V tiles this CTA visits: causal CTAs stop at their last row's key. */
+__device__ __forceinline__ int key_tiles(int Lq, int Lk, int m0) {
+#if TT_CAUSAL
+    const int kv_end = min(Lk, min(Lq, m0 + BM));
+#else
+    (void)Lq;
+    (void)m0;
+    const int kv_end = Lk;
+#endif
+    return (kv_end + BN - 1) / BN;
+}
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+/* -inf for keys past seqlen_k and, causal, keys after the query, in a 16-row
+ * S fragment: element [n][e] is row row0 + g + 8 (e >> 1), key n0 + 8 n +
+ * 2 t + (e & 1). (A rewrite comparing offsets against two per-thread
+ * registers made ptxas spill d256 128x128; this form does not.) */
+__device__ __forceinline__ void mask_tile(float (&s)[BN / 8][4], int n0, int row0, int Lk, int g, int t) {
+#pragma unroll
+    for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int col = n0 + n * 8 + 2 * t + (e & 1);
+            const int row = row0 + g + ((e >> 1) << 3);
+            (void)row;
+            if (col >= Lk || (TT_CAUSAL && col > row)) s[n][e] = neg_inf();
+        }
+}
+
+/* Online softmax of row r (g or g + 8) of a 16-row S fragment, exp2 domain:
+ * P replaces S, the row's max m and sum l move on; returns the factor the
+ * row's O must be scaled by. */
+__device__ __forceinline__ float softmax_row(float (&s)[BN / 8][4], int r, float &m, float &l, float sl2) {
+    float mx = m;
+#pragma unroll
+    for (int n = 0; n < BN / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    /* A row with no visible key yet keeps max -inf: subtract 0 so exp2
+     * gives 0, never NaN. */
+    const float ms = (mx == neg_inf()) ? 0.f : mx * sl2;
+    const float alpha = ex2(m * sl2 - ms);
+    m = mx;
+    float sum = 0.f;
+#pragma unroll
+    for (int n = 0; n < BN / 8; ++n) {
+#if TT_EXP2_X2
+        /* The packed P lands in the first float slot of the pair, ready to
+         * be an A fragment register. */
+        const u32 pp = ex2x2(pack2(fmaf(s[n][2 * r], sl2, -ms), fmaf(s[n][2 * r + 1], sl2, -ms)));
+        float p0, p1;
+        unpack2(pp, p0, p1);
+        s[n][2 * r] = __uint_as_float(pp);
+#else
+        const float p0 = ex2(fmaf(s[n][2 * r], sl2, -ms));
+        const float p1 = ex2(fmaf(s[n][2 * r + 1], sl2, -ms));
+        s[n][2 * r] = p0;
+        s[n][2 * r + 1] = p1;
+#endif
+        sum += p0 + p1;
+    }
+    l = l * alpha + sum;
+    return alpha;
+}
+
+/* P of keys 16 kk .. 16 kk + 15 as an m16k16 A fragment: the S (C) layout
+ * of two n8 tiles is the A layout, converted to 16-bit pairs in place. */
+__device__ __forceinline__ void p_fragment(const float (&s)[BN / 8][4], int kk, u32 (&a)[4]) {
+    a[0] = pack2(s[2 * kk][0], s[2 * kk][1]);
+    a[1] = pack2(s[2 * kk][2], s[2 * kk][3]);
+    a[2] = pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[3] = pack2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+/* Row r of a 16-row O fragment, finished: O / l packed to 16 bits into the
+ * Q tile's row row_t (the caller's own rows), LSE = m·scale + ln l from the
+ * first thread of the quad. An empty row writes O = 0 and LSE = +inf. */
+__device__ __forceinline__ void finish_row(const tt_sdpa_params &p, const float (&acc)[D / 8][4], int r, float m,
+                                           float l, u32 sQ, int row_t, int m0, int h, int b, int t) {
+    const float LN2 = 0.6931471805599453f;
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const bool empty = !(l > 0.f) || m == neg_inf();
+    const float inv = empty ? 0.f : 1.f / l;
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d) {
+        const u32 v = pack2(acc[d][2 * r] * inv, acc[d][2 * r + 1] * inv);
+        asm volatile("st.shared.u32 [%0], %1;\n" :: "r"(sQ + tile_off<BM>(row_t, d) + t * 4), "r"(v));
+    }
+    if (p.lse && t == 0 && m0 + row_t < p.seqlen_q) {
+        const float lse = empty ? __int_as_float(0x7f800000) : m * p.scale + lg2(l) * LN2;
+        p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + m0 + row_t] = lse;
+    }
+}
+
+/* The warp's ROWS staged rows (from row wr of the Q tile) to O with 16-byte
+ * coalesced stores; rows past seqlen_q are not written. */
+template <int ROWS>
+__device__ __forceinline__ void store_rows(const tt_sdpa_params &p, u32 sQ, int wr, int m0, int h, int b,
+                                           int lane) {
+    u16 *gO = (u16 *)p.o + b * p.o_batch_stride + h * p.o_head_stride + (tt_i64)m0 * p.o_row_stride;
+#pragma unroll
+    for (int i = 0; i < (ROWS * CPR + 31) / 32; ++i) {
+        const int idx = lane + i * 32;
+        if ((ROWS * CPR) % 32 == 0 || idx < ROWS * CPR) {
+            const int r = wr + idx / CPR, c = idx % CPR;
+            if (m0 + r < p.seqlen_q) {
+                u32 v0, v1, v2, v3;
+                asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3) : "r"(sQ + tile_off<BM>(r, c)));
+                u16 *dst = gO + (tt_i64)r * p.o_row_stride + c * 8;
+                asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};\n"
+                             :: "l"(dst), "r"(v0), "r"(v1), "r"(v2), "r"(v3) : "memory");
             }
         }
     }
@@ -350,16 +489,10 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
 
-    int m_block, h, b;
-    block_coords(m_block, h, b);
-    const int hkv = h / (p.heads_q / p.heads_kv);
+    int h, b, m0;
+    const u16 *gQ, *gK, *gV;
+    cta_tiles(p, h, b, m0, gQ, gK, gV);
     const int Lq = p.seqlen_q, Lk = p.seqlen_k;
-    const int m0 = m_block * BM;
-
-    const u16 *gQ = (const u16 *)p.q + b * p.q_batch_stride + h * p.q_head_stride +
-                    (tt_i64)m0 * p.q_row_stride;
-    const u16 *gK = (const u16 *)p.k + b * p.k_batch_stride + hkv * p.k_head_stride;
-    const u16 *gV = (const u16 *)p.v + b * p.v_batch_stride + hkv * p.v_head_stride;
 
     const u32 sQ = smem_u32(smem);
     const u32 sK = sQ + BM * ROW_BYTES;
@@ -367,12 +500,7 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
     constexpr u32 KV_TILE = BN * ROW_BYTES;
     (void)KV_TILE;
 
-#if TT_CAUSAL
-    const int kv_end = min(Lk, min(Lq, m0 + BM));
-#else
-    const int kv_end = Lk;
-#endif
-    const int n_tiles = (kv_end + BN - 1) / BN;
+    const int n_tiles = key_tiles(Lq, Lk, m0);
     const int wr = warp * RW; /* first row of this warp in the tile */
 
     /* Prologue: Q, then the first K (stages 1) or STAGES-1 K+V tiles. */
@@ -501,19 +629,8 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
          * tiles that cross the diagonal pay for it. */
         const bool need_mask = (n0 + BN > Lk) || (TT_CAUSAL && n0 + BN - 1 > m0 + wr);
         if (need_mask) {
-            /* (A rewrite comparing offsets against two per-thread registers
-             * made ptxas spill d256 128x128; this form does not.) */
 #pragma unroll
-            for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-                for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int col = n0 + n * 8 + 2 * t + (e & 1);
-                        const int row = m0 + wr + mi * 16 + g + ((e >> 1) << 3);
-                        (void)row;
-                        if (col >= Lk || (TT_CAUSAL && col > row)) s[mi][n][e] = NEG_INF;
-                    }
+            for (int mi = 0; mi < MT; ++mi) mask_tile(s[mi], n0, m0 + wr + mi * 16, Lk, g, t);
         }
 
         /* Online softmax in the exp2 domain, rows g and g+8 of each m tile. */
@@ -523,37 +640,7 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
         for (int mi = 0; mi < MT; ++mi) {
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                float mx = row_m[mi][r];
-#pragma unroll
-                for (int n = 0; n < BN / 8; ++n)
-                    mx = fmaxf(mx, fmaxf(s[mi][n][2 * r], s[mi][n][2 * r + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                /* A row with no visible key yet keeps max -inf: subtract 0
-                 * so exp2 gives 0, never NaN. */
-                const float ms = (mx == NEG_INF) ? 0.f : mx * sl2;
-                const float alpha = ex2(row_m[mi][r] * sl2 - ms);
-                row_m[mi][r] = mx;
-                float sum = 0.f;
-#pragma unroll
-                for (int n = 0; n < BN / 8; ++n) {
-#if TT_EXP2_X2
-                    /* The packed P lands in the first float slot of the pair,
-                     * ready to be an A fragment register. */
-                    const u32 pp = ex2x2(pack2(fmaf(s[mi][n][2 * r], sl2, -ms),
-                                               fmaf(s[mi][n][2 * r + 1], sl2, -ms)));
-                    float p0, p1;
-                    unpack2(pp, p0, p1);
-                    s[mi][n][2 * r] = __uint_as_float(pp);
-#else
-                    const float p0 = ex2(fmaf(s[mi][n][2 * r], sl2, -ms));
-                    const float p1 = ex2(fmaf(s[mi][n][2 * r + 1], sl2, -ms));
-                    s[mi][n][2 * r] = p0;
-                    s[mi][n][2 * r + 1] = p1;
-#endif
-                    sum += p0 + p1;
-                }
-                row_l[mi][r] = row_l[mi][r] * alpha + sum;
+                const float alpha = softmax_row(s[mi], r, row_m[mi][r], row_l[mi][r], sl2);
                 alphas[mi][r] = alpha;
                 grew |= alpha != 1.f;
             }
@@ -584,10 +671,7 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
                 pa[mi][2] = __float_as_uint(s[mi][2 * kk + 1][0]);
                 pa[mi][3] = __float_as_uint(s[mi][2 * kk + 1][2]);
 #else
-                pa[mi][0] = pack2(s[mi][2 * kk][0], s[mi][2 * kk][1]);
-                pa[mi][1] = pack2(s[mi][2 * kk][2], s[mi][2 * kk][3]);
-                pa[mi][2] = pack2(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
-                pa[mi][3] = pack2(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+                p_fragment(s[mi], kk, pa[mi]);
 #endif
             }
 #pragma unroll
@@ -608,48 +692,13 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
      * (no other warp reads them), then 16-byte coalesced stores; LSE from
      * the first thread of each quad. */
     __syncwarp();
-    const float LN2 = 0.6931471805599453f;
 #pragma unroll
-    for (int mi = 0; mi < MT; ++mi) {
+    for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float l = row_l[mi][r];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const bool empty = !(l > 0.f) || row_m[mi][r] == NEG_INF;
-            const float inv = empty ? 0.f : 1.f / l;
-            const int row_t = wr + mi * 16 + g + r * 8;
-#pragma unroll
-            for (int d = 0; d < D / 8; ++d) {
-                const u32 v = pack2(acc_o[mi][d][2 * r] * inv, acc_o[mi][d][2 * r + 1] * inv);
-                asm volatile("st.shared.u32 [%0], %1;\n"
-                             :: "r"(sQ + soff(row_t, d) + t * 4), "r"(v));
-            }
-            if (p.lse && t == 0 && m0 + row_t < Lq) {
-                const float lse = empty ? __int_as_float(0x7f800000)
-                                        : row_m[mi][r] * p.scale + lg2(l) * LN2;
-                p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + m0 + row_t] = lse;
-            }
-        }
-    }
+        for (int r = 0; r < 2; ++r)
+            finish_row(p, acc_o[mi], r, row_m[mi][r], row_l[mi][r], sQ, wr + mi * 16 + g + r * 8, m0, h, b, t);
     __syncwarp();
-    u16 *gO = (u16 *)p.o + b * p.o_batch_stride + h * p.o_head_stride +
-              (tt_i64)m0 * p.o_row_stride;
-#pragma unroll
-    for (int i = 0; i < (RW * CPR + 31) / 32; ++i) {
-        const int idx = lane + i * 32;
-        if ((RW * CPR) % 32 == 0 || idx < RW * CPR) {
-            const int r = wr + idx / CPR, c = idx % CPR;
-            if (m0 + r < Lq) {
-                u32 v0, v1, v2, v3;
-                asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                             : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3) : "r"(sQ + soff(r, c)));
-                u16 *dst = gO + (tt_i64)r * p.o_row_stride + c * 8;
-                asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};\n"
-                             :: "l"(dst), "r"(v0), "r"(v1), "r"(v2), "r"(v3) : "memory");
-            }
-        }
-    }
+    store_rows<RW>(p, sQ, wr, m0, h, b, lane);
 }
 #else /* TT_FAMILY == 1 */
 #if TT_DTYPE == 0
@@ -765,20 +814,27 @@ __device__ __forceinline__ void fence_async_smem() {
 }
 /* Keeps the compiler from touching accumulator registers across the
  * asynchronous MMA: reads only after wg_wait, writes only before. */
-template <int R> __device__ __forceinline__ void reg_fence(float (&d)[R]) {
+template <int R> __device__ __forceinline__ void reg_fence(float (&d)[R][4]) {
 #pragma unroll
-    for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
 }
 
+/* The accumulators as the skeleton's [N / 8][4] fragments (element [i][e]:
+ * row g + 8 (e >> 1), column 8 i + 2 t + (e & 1)); the instruction takes
+ * them as one flat list. */
 template <int N>
-__device__ __forceinline__ void mma_ss(float (&d)[N / 2], u64 da, u64 db, int acc) {
-    if constexpr (N == 64) wgmma_ss_n64(d, da, db, acc);
-    else if constexpr (N == 128) wgmma_ss_n128(d, da, db, acc);
-    else if constexpr (N == 192) wgmma_ss_n192(d, da, db, acc);
-    else wgmma_ss_n256(d, da, db, acc);
+__device__ __forceinline__ void mma_ss(float (&acc)[N / 8][4], u64 da, u64 db, int accumulate) {
+    float(&d)[N / 2] = reinterpret_cast<float(&)[N / 2]>(acc);
+    if constexpr (N == 64) wgmma_ss_n64(d, da, db, accumulate);
+    else if constexpr (N == 128) wgmma_ss_n128(d, da, db, accumulate);
+    else if constexpr (N == 192) wgmma_ss_n192(d, da, db, accumulate);
+    else wgmma_ss_n256(d, da, db, accumulate);
 }
 template <int N>
-__device__ __forceinline__ void mma_rs(float (&d)[N / 2], const u32 (&a)[4], u64 db) {
+__device__ __forceinline__ void mma_rs(float (&acc)[N / 8][4], const u32 (&a)[4], u64 db) {
+    float(&d)[N / 2] = reinterpret_cast<float(&)[N / 2]>(acc);
     if constexpr (N == 64) wgmma_rs_n64(d, a, db);
     else if constexpr (N == 128) wgmma_rs_n128(d, a, db);
     else if constexpr (N == 192) wgmma_rs_n192(d, a, db);
@@ -799,28 +855,17 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
     const int wg = warp >> 2;             /* warpgroup: rows 64 wg .. 64 wg + 63 */
     const int wr = wg * 64 + (warp & 3) * 16; /* first row of this warp */
 
-    int m_block, h, b;
-    block_coords(m_block, h, b);
-    const int hkv = h / (p.heads_q / p.heads_kv);
+    int h, b, m0;
+    const u16 *gQ, *gK, *gV;
+    cta_tiles(p, h, b, m0, gQ, gK, gV);
     const int Lq = p.seqlen_q, Lk = p.seqlen_k;
-    const int m0 = m_block * BM;
-
-    const u16 *gQ = (const u16 *)p.q + b * p.q_batch_stride + h * p.q_head_stride +
-                    (tt_i64)m0 * p.q_row_stride;
-    const u16 *gK = (const u16 *)p.k + b * p.k_batch_stride + hkv * p.k_head_stride;
-    const u16 *gV = (const u16 *)p.v + b * p.v_batch_stride + hkv * p.v_head_stride;
 
     /* The swizzle is a function of address bits 4-9: 1024-byte aligned
      * tiles (the launch asks for 1 KB of slack). */
     const u32 sQ = (smem_u32(smem) + 1023u) & ~1023u;
     const u32 sKV = sQ + Q_BYTES; /* slot s: K at sKV + 2 s T, V after it */
 
-#if TT_CAUSAL
-    const int kv_end = min(Lk, min(Lq, m0 + BM));
-#else
-    const int kv_end = Lk;
-#endif
-    const int n_tiles = (kv_end + BN - 1) / BN;
+    const int n_tiles = key_tiles(Lq, Lk, m0);
 
     load_tile<BM>(sQ, gQ, p.q_row_stride, Lq - m0, tid);
     cp_commit();
@@ -836,12 +881,13 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
         cp_commit(); /* empty groups keep the wait counts uniform */
     }
 
-    const float NEG_INF = __int_as_float(0xff800000);
     const float sl2 = p.scale_log2;
-    float o[D / 2];
+    float o[D / 8][4];
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-    float row_m[2] = {NEG_INF, NEG_INF}, row_l[2] = {0.f, 0.f};
+    for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[i][e] = 0.f;
+    float row_m[2] = {neg_inf(), neg_inf()}, row_l[2] = {0.f, 0.f};
     const u32 q_wg = sQ + wg * 64 * 128; /* this warpgroup's 64 rows in panel 0 */
 
     for (int j = 0; j < n_tiles; ++j) {
@@ -865,7 +911,7 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
 
         /* S = Q K^T: k steps of 16 columns, 4 per 64-column panel (32 bytes
          * apart inside the swizzled row). */
-        float s[BN / 2];
+        float s[BN / 8][4];
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
@@ -877,58 +923,19 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
         wg_wait<0>();
         reg_fence(s);
 
-        /* Element 4i+e of s: row g + 8 (e >> 1), column 8i + 2t + (e & 1). */
-        const bool need_mask = (n0 + BN > Lk) || (TT_CAUSAL && n0 + BN - 1 > m0 + wr);
-        if (need_mask) {
-#pragma unroll
-            for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int col = n0 + i * 8 + 2 * t + (e & 1);
-                    const int row = m0 + wr + g + ((e >> 1) << 3);
-                    (void)row;
-                    if (col >= Lk || (TT_CAUSAL && col > row)) s[4 * i + e] = NEG_INF;
-                }
-        }
-
+        if ((n0 + BN > Lk) || (TT_CAUSAL && n0 + BN - 1 > m0 + wr)) mask_tile(s, n0, m0 + wr, Lk, g, t);
         float alpha[2];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float mx = row_m[r];
-#pragma unroll
-            for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float ms = (mx == NEG_INF) ? 0.f : mx * sl2;
-            alpha[r] = ex2(row_m[r] * sl2 - ms);
-            row_m[r] = mx;
-            float sum = 0.f;
-#pragma unroll
-            for (int i = 0; i < BN / 8; ++i) {
-                const float p0 = ex2(fmaf(s[4 * i + 2 * r], sl2, -ms));
-                const float p1 = ex2(fmaf(s[4 * i + 2 * r + 1], sl2, -ms));
-                s[4 * i + 2 * r] = p0;
-                s[4 * i + 2 * r + 1] = p1;
-                sum += p0 + p1;
-            }
-            row_l[r] = row_l[r] * alpha[r] + sum;
-        }
+        for (int r = 0; r < 2; ++r) alpha[r] = softmax_row(s, r, row_m[r], row_l[r], sl2);
 #pragma unroll
         for (int i = 0; i < D / 8; ++i)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) o[4 * i + e] *= alpha[e >> 1];
+            for (int e = 0; e < 4; ++e) o[i][e] *= alpha[e >> 1];
 
-        /* O += P V. The S accumulator layout of columns 16kk..16kk+15 is the
-         * A register layout of k step kk. V's k step kk is 16 keys: 2048
-         * bytes into each panel. */
+        /* O += P V. V's k step kk is 16 keys: 2048 bytes into each panel. */
         u32 pa[BN / 16][4];
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
-            pa[kk][0] = pack2(s[8 * kk + 0], s[8 * kk + 1]);
-            pa[kk][1] = pack2(s[8 * kk + 2], s[8 * kk + 3]);
-            pa[kk][2] = pack2(s[8 * kk + 4], s[8 * kk + 5]);
-            pa[kk][3] = pack2(s[8 * kk + 6], s[8 * kk + 7]);
-        }
+        for (int kk = 0; kk < BN / 16; ++kk) p_fragment(s, kk, pa[kk]);
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk)
@@ -942,39 +949,9 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
 
     /* Epilogue: O / l staged through this warp's own rows of the Q tile,
      * then 16-byte coalesced stores; LSE from the first thread of each quad. */
-    const float LN2 = 0.6931471805599453f;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float l = row_l[r];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const bool empty = !(l > 0.f) || row_m[r] == NEG_INF;
-        const float inv = empty ? 0.f : 1.f / l;
-        const int row_t = wr + g + r * 8;
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i) {
-            const u32 v = pack2(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-            asm volatile("st.shared.u32 [%0], %1;\n" :: "r"(sQ + poff<BM>(row_t, i) + t * 4), "r"(v));
-        }
-        if (p.lse && t == 0 && m0 + row_t < Lq) {
-            const float lse = empty ? __int_as_float(0x7f800000) : row_m[r] * p.scale + lg2(l) * LN2;
-            p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + m0 + row_t] = lse;
-        }
-    }
+    for (int r = 0; r < 2; ++r) finish_row(p, o, r, row_m[r], row_l[r], sQ, wr + g + r * 8, m0, h, b, t);
     __syncwarp();
-    u16 *gO = (u16 *)p.o + b * p.o_batch_stride + h * p.o_head_stride + (tt_i64)m0 * p.o_row_stride;
-#pragma unroll
-    for (int i = 0; i < (16 * CPR) / 32; ++i) {
-        const int idx = lane + i * 32;
-        const int r = wr + idx / CPR, c = idx % CPR;
-        if (m0 + r < Lq) {
-            u32 v0, v1, v2, v3;
-            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                         : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3) : "r"(sQ + poff<BM>(r, c)));
-            u16 *dst = gO + (tt_i64)r * p.o_row_stride + c * 8;
-            asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};\n"
-                         :: "l"(dst), "r"(v0), "r"(v1), "r"(v2), "r"(v3) : "memory");
-        }
-    }
+    store_rows<16>(p, sQ, wr, m0, h, b, lane);
 }
 #endif

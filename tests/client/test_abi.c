@@ -9,7 +9,8 @@ TEST(exports_only_the_public_api) {
     if (!h) TT_FAIL_AT("dlopen: %s", dlerror());
     const char *pub[] = {"tt_client_open", "tt_client_close", "tt_lookup", "tt_client_get_stats",
                          "tt_client_flush", "tt_config_format", "tt_config_parse", "tt_config_equal",
-                         "tt_config_default", "tt_strerror", "tt_match_name"};
+                         "tt_config_default", "tt_strerror", "tt_match_name", "tt_sdpa_fwd",
+                         "tt_sdpa_variants", "tt_sdpa_default_config", "tt_kernel_revision"};
     for (size_t i = 0; i < sizeof pub / sizeof pub[0]; i++) {
         if (!dlvsym(h, pub[i], "TILETUNE_0.1")) TT_FAIL_AT("%s is not exported as TILETUNE_0.1", pub[i]);
     }

@@ -283,6 +283,17 @@ TEST(variants_and_device_without_a_gpu) {
     tt__device d;
     ASSERT_EQ(tt__device_open(0, &d, err, sizeof err), TT_ERR_NOGPU);
     ASSERT_CONTAINS(err, "libcuda.so.1");
+    tt_config c;
+    ASSERT_EQ(tt_sdpa_default_config(&key, 0, &c, err, sizeof err), TT_ERR_NOGPU);
+}
+
+TEST(device_default_refuses_bad_keys_before_the_device) {
+    tt_config c;
+    char err[256];
+    ASSERT_EQ(tt_sdpa_default_config(NULL, 0, &c, err, sizeof err), TT_ERR_INVAL);
+    tt_key key = {.dtype = TT_DTYPE_FP16, .head_dim = 100, .seqlen_q = 128, .seqlen_k = 128};
+    ASSERT_EQ(tt_sdpa_default_config(&key, 0, &c, err, sizeof err), TT_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(err, "head_dim 100");
 }
 
 TT_TEST_MAIN()

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "key.h"
 #include "sdpa_params.h"
 #include "tt_test.h"
 #include "variants.h"
@@ -55,6 +56,34 @@ TEST(shape_rules) {
     ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
     c = cfg(128, 64, 4, 1, 1, 0);
     ASSERT_EQ(tt__variant_check(&c, 80, NULL, err, sizeof err), TT_ERR_UNSUPPORTED);
+}
+
+/* A default must run wherever it is the default: the portable table on
+ * every sm_80+ part (the smallest opt-in shared memory, sm_86/89's), the
+ * sm_90 table on sm_90; other arches get the portable one. */
+TEST(every_default_is_legal_where_it_runs) {
+    const int dims[] = {32, 64, 96, 128, 256}, archs[] = {80, 86, 89, 90};
+    for (int i = 0; i < 5; i++)
+        for (int c = 0; c < 2; c++) {
+            tt_key k = {.dtype = TT_DTYPE_BF16, .head_dim = dims[i], .causal = c, .seqlen_q = 1024, .seqlen_k = 1024};
+            tt_config portable, own;
+            char err[256];
+            ASSERT_OK(tt_config_default(&k, &portable));
+            ASSERT_EQ(portable.family, TT_FAMILY_MMA);
+            for (int a = 0; a < 4; a++) {
+                tt__device_limits d;
+                ASSERT_OK(tt__device_limits_nominal(archs[a], &d));
+                if (tt__variant_check(&portable, dims[i], &d, err, sizeof err) < 0)
+                    TT_FAIL_AT("d%d causal %d portable default on sm_%d: %s", dims[i], c, archs[a], err);
+                ASSERT_OK(tt__config_default_arch(&k, archs[a], &own));
+                if (tt__variant_check(&own, dims[i], &d, err, sizeof err) < 0)
+                    TT_FAIL_AT("d%d causal %d sm_%d default: %s", dims[i], c, archs[a], err);
+                if (archs[a] != 90) ASSERT(tt_config_equal(&own, &portable));
+            }
+            ASSERT_OK(tt__config_default_arch(&k, 90, &own));
+            /* Hopper runs the wgmma family wherever it exists */
+            ASSERT_EQ(own.family, dims[i] % 64 == 0 ? TT_FAMILY_WGMMA : TT_FAMILY_MMA);
+        }
 }
 
 static tt_config wg(int warps, int bn, int st) {
