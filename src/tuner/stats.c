@@ -52,32 +52,56 @@ typedef struct family {
     const char *name, *help, *type, *label;
 } family;
 
+/* The body being written. An append that fails for lack of memory stops
+ * the body there: what was written is whole lines, `lines` counts exactly
+ * them, and no later (smaller) line can land after the gap, so the header's
+ * lines=N always frames what is sent. */
+typedef struct body {
+    tt_buf *out;
+    int lines, full;
+} body;
+
+/* After one tt_buf_printf that started at `before`: count its lines, or
+ * stop the body if it wrote nothing. */
+static void settle(body *b, size_t before) {
+    if (b->out->len == before) {
+        b->full = 1;
+        return;
+    }
+    for (size_t i = before; i < b->out->len; i++) b->lines += b->out->data[i] == '\n';
+}
+
 /* One sample (and, first in its family, the # HELP and # TYPE lines) in
- * either form; returns the number of lines written. */
-static int emit(tt_buf *out, int prom, const family *f, int *header_done, const char *lv,
-                long long v) {
-    int lines = 0;
+ * either form. */
+static void emit(body *b, int prom, const family *f, int *header_done, const char *lv, long long v) {
+    tt_buf *out = b->out;
+    size_t before = out->len;
+    if (b->full) return;
     if (prom) {
         if (!*header_done) {
             tt_buf_printf(out, "# HELP tiletune_%s %s\n# TYPE tiletune_%s %s\n", f->name, f->help,
                           f->name, f->type);
+            settle(b, before);
+            if (b->full) return;
             *header_done = 1;
-            lines = 2;
+            before = out->len;
         }
         if (f->label) tt_buf_printf(out, "tiletune_%s{%s=\"%s\"} %lld\n", f->name, f->label, lv, v);
         else tt_buf_printf(out, "tiletune_%s %lld\n", f->name, v);
-        return lines + 1;
+        settle(b, before);
+        return;
     }
     /* The text form drops Prometheus' _total suffix: "requests_lookup 3". */
     size_t n = strlen(f->name);
     if (n > 6 && strcmp(f->name + n - 6, "_total") == 0) n -= 6;
     if (f->label) tt_buf_printf(out, "%.*s_%s %lld\n", (int)n, f->name, lv, v);
     else tt_buf_printf(out, "%.*s %lld\n", (int)n, f->name, v);
-    return 1;
+    settle(b, before);
 }
 
 int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prom, tt_buf *out) {
-    int lines = 0, hd;
+    body b = {out, 0, 0};
+    int hd;
     static const family requests = {"requests_total", "Requests received, by verb.", "counter", "verb"};
     static const family lookups = {"lookups_total", "Lookups answered, by match kind.", "counter", "match"};
     static const family errors = {"errors_total", "ERR replies, by code.", "counter", "code"};
@@ -96,11 +120,11 @@ int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prom, tt_bu
     static const family uptime = {"uptime_seconds", "Seconds since the daemon started.", "gauge", NULL};
 
     hd = 0;
-    for (int i = 0; i < TT_VERB_COUNT; i++) lines += emit(out, prom, &requests, &hd, verb_lower[i], (long long)s->requests[i]);
+    for (int i = 0; i < TT_VERB_COUNT; i++) emit(&b, prom, &requests, &hd, verb_lower[i], (long long)s->requests[i]);
     hd = 0;
-    for (int i = 0; i < 3; i++) lines += emit(out, prom, &lookups, &hd, match_names[i], (long long)s->lookups[i]);
+    for (int i = 0; i < 3; i++) emit(&b, prom, &lookups, &hd, match_names[i], (long long)s->lookups[i]);
     hd = 0;
-    for (int i = 0; i < TT_ERRC_COUNT; i++) lines += emit(out, prom, &errors, &hd, errc_names[i], (long long)s->errors[i]);
+    for (int i = 0; i < TT_ERRC_COUNT; i++) emit(&b, prom, &errors, &hd, errc_names[i], (long long)s->errors[i]);
     const struct {
         const family *f;
         long long v;
@@ -114,9 +138,9 @@ int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prom, tt_bu
     };
     for (size_t i = 0; i < sizeof single / sizeof single[0]; i++) {
         hd = 0;
-        lines += emit(out, prom, single[i].f, &hd, NULL, single[i].v);
+        emit(&b, prom, single[i].f, &hd, NULL, single[i].v);
     }
     hd = 0;
-    for (int i = 0; i < 5; i++) lines += emit(out, prom, &jobs, &hd, job_states[i], g->jobs[i]);
-    return lines;
+    for (int i = 0; i < 5; i++) emit(&b, prom, &jobs, &hd, job_states[i], g->jobs[i]);
+    return b.lines;
 }

@@ -58,7 +58,10 @@ typedef struct tt_stats_gauges {
     int64_t gpus;
 } tt_stats_gauges;
 
-/* Appends the body lines to `out` and returns how many there are. */
+/* Appends the body lines to `out` and returns how many there are. Out of
+ * memory, the body stops at the first line that could not be added (out->oom
+ * set): the count is still exactly the whole lines appended, so a reply
+ * framed with it stays in step; the caller should answer ERR instead. */
 int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prometheus, tt_buf *out);
 
 #endif
