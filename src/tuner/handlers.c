@@ -418,6 +418,7 @@ static void h_cancel(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
     d->stats.jobs_cancelled++;
     tt_info("cancelled job %lld", (long long)id);
     tt_buf_printf(out, "OK job=%lld state=cancelled\n", (long long)id);
+    tt_supervisor_kick(d->sup); /* a key held across a worker restart is dropped now */
 }
 
 /* ---- issue 4: TUNE stale=1 and the JOB progress verb ------------------------------- */

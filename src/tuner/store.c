@@ -481,9 +481,13 @@ static int prepare_all(tt_store *s) {
             " WHERE job_id = ?1 AND state = 'failed') THEN 'failed' ELSE 'done' END"
             " WHERE id = ?1 AND state IN ('queued', 'running') AND NOT EXISTS (SELECT 1 FROM job_key"
             " WHERE job_id = ?1 AND state IN ('pending', 'running'))",
+        /* A running key goes back to pending, or ends cancelled in a
+         * cancelled job: every key (?1 = 0, recovery) or one (release). */
         [ST_JKEY_RECOVER] =
             "UPDATE job_key SET claimed_at = NULL, state = CASE WHEN (SELECT state FROM job"
-            " WHERE id = job_id) = 'cancelled' THEN 'cancelled' ELSE 'pending' END WHERE state = 'running'",
+            " WHERE id = job_id) = 'cancelled' THEN 'cancelled' ELSE 'pending' END,"
+            " finished_at = CASE WHEN (SELECT state FROM job WHERE id = job_id) = 'cancelled'"
+            " THEN ?3 END WHERE state = 'running' AND (?1 = 0 OR (job_id = ?1 AND seq = ?2))",
         [ST_JOB_RECOVER] = "UPDATE job SET state = 'queued', updated_at = ?1 WHERE state = 'running'"
                            " AND NOT EXISTS (SELECT 1 FROM job_key WHERE job_id = job.id"
                            " AND state IN ('running', 'done', 'failed'))",
@@ -1379,20 +1383,46 @@ fail:
     return ret;
 }
 
-int tt_store_job_recover(tt_store *s, int64_t *requeued) {
-    if (!s) return TT_ERR_INVAL;
+/* Returns running keys to the queue: all of them (job_id 0) or one. A job
+ * left with no claimed or finished key is queued again. */
+static int requeue(tt_store *s, int64_t job_id, int32_t seq, int64_t *changed) {
     int ret = begin(s);
     if (ret < 0) return ret;
-    if ((ret = exec_stmt(s, stmt(s, ST_JKEY_RECOVER), "recover keys")) < 0) goto fail;
+    int64_t now = now_s();
+    sqlite3_stmt *st = stmt(s, ST_JKEY_RECOVER);
+    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int(st, 2, seq);
+    sqlite3_bind_int64(st, 3, now);
+    if ((ret = exec_stmt(s, st, "requeue keys")) < 0) goto fail;
     int64_t n = sqlite3_changes(s->db);
-    sqlite3_stmt *st = stmt(s, ST_JOB_RECOVER);
-    sqlite3_bind_int64(st, 1, now_s());
-    if ((ret = exec_stmt(s, st, "recover jobs")) < 0) goto fail;
+    st = stmt(s, ST_JOB_RECOVER);
+    sqlite3_bind_int64(st, 1, now);
+    if ((ret = exec_stmt(s, st, "requeue jobs")) < 0) goto fail;
     if ((ret = commit(s)) < 0) goto fail;
-    if (requeued) *requeued = n;
+    *changed = n;
     return 0;
 fail:
     rollback(s);
+    return ret;
+}
+
+int tt_store_job_recover(tt_store *s, int64_t *requeued) {
+    if (!s) return TT_ERR_INVAL;
+    int64_t n;
+    int ret = requeue(s, 0, 0, &n);
+    if (ret == 0 && requeued) *requeued = n;
+    return ret;
+}
+
+int tt_store_job_key_release(tt_store *s, int64_t job_id, int32_t seq) {
+    if (!s) return TT_ERR_INVAL;
+    if (job_id <= 0) return inval(s, "job ids start at 1");
+    int64_t n;
+    int ret = requeue(s, job_id, seq, &n);
+    if (ret == 0 && n == 0) {
+        set_err(s, "job %lld key %d is not running", (long long)job_id, (int)seq);
+        ret = TT_ERR_NOTFOUND;
+    }
     return ret;
 }
 

@@ -255,6 +255,10 @@ int tt_store_job_key_finish(tt_store *s, int64_t job_id, int32_t seq, tt_jkey_st
  * how many keys went back.
  */
 int tt_store_job_recover(tt_store *s, int64_t *requeued);
+/* The same for one claimed key whose worker gave it up unfinished (no GPU
+ * any more, its job cancelled): pending again, or cancelled in a cancelled
+ * job. TT_ERR_NOTFOUND if the key is not running. */
+int tt_store_job_key_release(tt_store *s, int64_t job_id, int32_t seq);
 
 /* Progress of one key of a job (issue 4: the JOB verb). */
 typedef struct tt_jkey_progress {

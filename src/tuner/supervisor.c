@@ -229,6 +229,39 @@ static void finish_key(worker *w, tt_jkey_state st) {
     w->trying = 0;
 }
 
+/* Gives a claim the worker will not finish back to the queue: pending
+ * again, or cancelled if its job was cancelled. Never leaves it `running`
+ * in the store with nobody on it (JOBS would show it running forever). */
+static void release_claim(worker *w, const char *why) {
+    tt_supervisor *s = w->sup;
+    int rc = tt_store_job_key_release(s->store, w->claim.job_id, w->claim.seq);
+    if (rc < 0 && rc != TT_ERR_NOTFOUND)
+        tt_err("giving back key %d of job %lld failed: %s", w->claim.seq, (long long)w->claim.job_id,
+               tt_store_errmsg(s->store));
+    else
+        tt_info("key %d of job %lld given back to the queue: %s", w->claim.seq,
+                (long long)w->claim.job_id, why);
+    w->has_claim = 0;
+    w->trying = 0;
+}
+
+/* A claim held across a restart (not being measured now) whose job was
+ * cancelled meanwhile is dropped: it must not be handed out again. */
+static void drop_if_cancelled(worker *w) {
+    if (!w->has_claim || w->state == W_BUSY) return;
+    tt_job_info j;
+    int rc = tt_store_job_get(w->sup->store, w->claim.job_id, &j);
+    if (rc < 0 && rc != TT_ERR_NOTFOUND) {
+        tt_err("reading job %lld failed: %s", (long long)w->claim.job_id, tt_store_errmsg(w->sup->store));
+        return;
+    }
+    if (rc == TT_ERR_NOTFOUND || j.state == TT_JOB_CANCELLED) release_claim(w, "its job was cancelled");
+}
+
+static void dispatch_all(tt_supervisor *s) {
+    for (int i = 0; i < s->nworkers; i++) dispatch(s->w[i]);
+}
+
 /* Every handle of a process is closed: account for the death, then
  * restart after the back-off, or stay down if the worker said it has no
  * GPU and left cleanly. */
@@ -236,6 +269,7 @@ static void worker_gone(worker *w) {
     tt_supervisor *s = w->sup;
     uv_timer_stop(&w->timer);
     int nogpu = w->state == W_NOGPU;
+    int measuring = w->state == W_BUSY;
     w->has_gpu = 0;
     if (s->ev.on_worker) s->ev.on_worker(s->ev.ud, w->index, 0, !nogpu && w->killed_for != KILL_STOP);
     if (s->stopping) {
@@ -245,9 +279,18 @@ static void worker_gone(worker *w) {
     }
     if (nogpu) { /* said it has no GPU (or could not be started): stay down */
         w->state = W_NONE;
+        /* A restart after a crash found the GPU gone: another worker (or
+         * this one, when a probe finds the GPU again) takes the key. */
+        if (w->has_claim) release_claim(w, "its worker found no GPU");
+        dispatch_all(s);
         return;
     }
-    if (w->has_claim) {
+    w->state = W_BACKOFF;
+    if (w->has_claim && !measuring) {
+        /* Died before its HELLO: it never saw the key, so the key is not
+         * to blame and waits, pending, for a worker that comes up. */
+        release_claim(w, "its worker died before saying HELLO");
+    } else if (w->has_claim) {
         w->crashes++;
         if (w->trying) {
             tt_record r;
@@ -263,20 +306,21 @@ static void worker_gone(worker *w) {
                     tt_meas_status_name(r.status), (long long)w->claim.job_id);
             record(w, &r);
         }
-        if (w->crashes >= s->opts.max_key_crashes) {
+        w->trying = 0;
+        drop_if_cancelled(w);
+        if (w->has_claim && w->crashes >= s->opts.max_key_crashes) {
             tt_warn("key %d of job %lld failed: its worker died %d times", w->claim.seq,
                     (long long)w->claim.job_id, w->crashes);
             finish_key(w, TT_JKEY_FAILED);
         }
-        w->trying = 0;
     }
     w->failures++;
     int shift = w->failures - 1 < 16 ? w->failures - 1 : 16;
     uint64_t ms = (uint64_t)s->opts.backoff_min_ms << shift;
     if (ms > (uint64_t)s->opts.backoff_max_ms) ms = (uint64_t)s->opts.backoff_max_ms;
     tt_info("restarting the worker for GPU %d in %llu ms", w->index, (unsigned long long)ms);
-    w->state = W_BACKOFF;
     timer_start(w, on_backoff_done, ms);
+    if (!w->has_claim) dispatch_all(s); /* a released key may go to another GPU */
 }
 
 /* ---- reading from the worker ------------------------------------------------ */
@@ -582,7 +626,9 @@ static int add_avoid(void *ud, const tt_config *cfg, tt_meas_status st) {
 
 static void dispatch(worker *w) {
     tt_supervisor *s = w->sup;
-    if (w->state != W_IDLE || s->stopping) return;
+    if (s->stopping) return;
+    drop_if_cancelled(w);
+    if (w->state != W_IDLE) return;
     if (!w->has_claim) {
         int rc = tt_store_job_next_key(s->store, w->gpu.fingerprint, &w->claim);
         if (rc == TT_ERR_NOTFOUND) return;
@@ -665,7 +711,7 @@ void tt_supervisor_kick(tt_supervisor *s) {
     if (w0->state == W_NONE && w0->handles == 0 &&
         uv_now(s->loop) - s->last_probe_ms >= PROBE_INTERVAL_MS)
         spawn(w0); /* maybe a GPU (or the worker program) is there now */
-    for (int i = 0; i < s->nworkers; i++) dispatch(s->w[i]);
+    dispatch_all(s);
 }
 
 void tt_supervisor_get_status(const tt_supervisor *s, tt_supervisor_status *out) {

@@ -12,8 +12,11 @@
  * exponential back-off; the variant it was running when it died is
  * recorded as `fault` (or `timeout` when the supervisor killed it for
  * silence), and its key is handed to the restarted worker, which skips
- * that variant. With no worker program, or a worker that reports no GPU,
- * jobs stay queued and the status says `waiting` / `no-gpu`.
+ * that variant; unless the key's job was cancelled meanwhile (the key ends
+ * cancelled) or the restarted worker finds no GPU or dies before its
+ * HELLO (the key goes back to pending). With no worker program, or a
+ * worker that reports no GPU, jobs stay queued and the status says
+ * `waiting` / `no-gpu`.
  *
  * Runs on the daemon's libuv loop; not thread-safe.
  */

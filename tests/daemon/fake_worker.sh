@@ -8,14 +8,24 @@
 #   slow     every key: variant A measured, $TT_FAKE_DELAY seconds (default 1),
 #            then variant B (tests/worker: cancel, resume, progress)
 #   hang     goes silent after TRY of variant A unless told to AVOID it
+#   slowcrash  like crash, but $TT_FAKE_DELAY seconds after the TRY (time for
+#            the test to cancel the job while the key is being measured)
+#   exit     exits 1 at once, before any HELLO
+# $TT_FAKE_MODE_FILE, if set and present, overrides the mode with its
+# contents; crash and slowcrash write $TT_FAKE_AFTER_CRASH (if set) into it
+# before they die, so the restarted worker behaves differently (nogpu, exit).
 # $TT_FAKE_GPU_NAME, if set, is the (percent-encoded) GPU name of HELLO.
 # $TT_FAKE_LOG, if set, gets the fields of every MEASURE, one line each.
 mode=${TT_FAKE_WORKER_MODE:-gpu}
+[ -n "$TT_FAKE_MODE_FILE" ] && [ -f "$TT_FAKE_MODE_FILE" ] && mode=$(cat "$TT_FAKE_MODE_FILE")
 gpu=0
 while [ $# -gt 0 ]; do
     case $1 in --gpu) gpu=$2; shift ;; esac
     shift
 done
+if [ "$mode" = exit ]; then
+    exit 1
+fi
 if [ "$mode" = nogpu ]; then
     echo "HELLO proto=1 rev=00c0ffee gpu_count=0"
     exit 0
@@ -48,8 +58,10 @@ while read -r verb rest; do
         echo "RESULT id=$id status=ok config=$A time_ms=1.0 tflops=50 batch=4 heads=16 reps=20 spread=0.01"
         sleep "${TT_FAKE_DELAY:-1}"
     fi
-    if [ "$mode" = crash ] && [[ "$avoided" != *"$A"* ]]; then
+    if { [ "$mode" = crash ] || [ "$mode" = slowcrash ]; } && [[ "$avoided" != *"$A"* ]]; then
         echo "TRY id=$id config=$A"
+        [ "$mode" = slowcrash ] && sleep "${TT_FAKE_DELAY:-1}"
+        [ -n "$TT_FAKE_AFTER_CRASH" ] && echo "$TT_FAKE_AFTER_CRASH" >"$TT_FAKE_MODE_FILE"
         exit 3
     fi
     if [ "$mode" = garbage ]; then

@@ -172,4 +172,179 @@ TEST(garbage_on_the_pipe_fails_the_key_not_the_daemon) {
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
 }
 
+/* The MEASURE lines the stand-in got for `job` ($TT_FAKE_LOG). */
+static int measures_of(const char *log, int job) {
+    char line[1024], want[32];
+    snprintf(want, sizeof want, " job=%d ", job);
+    FILE *f = fopen(log, "r");
+    if (!f) return 0;
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, want)) n++;
+    fclose(f);
+    return n;
+}
+
+/* The reply to `JOB job=N`, header and key lines joined by '\n' (static
+ * buffer). */
+static const char *job_text(int fd, int job) {
+    static char text[8192];
+    char req[64], line[1024], v[16];
+    snprintf(req, sizeof req, "JOB job=%d", job);
+    snprintf(text, sizeof text, "%s", td_req(fd, req));
+    int n = strncmp(text, "OK ", 3) == 0 ? atoi(td_field(text, "lines", v, sizeof v)) : 0;
+    for (int i = 0; i < n; i++) {
+        ASSERT(td_read_line(fd, line, sizeof line, 2000) > 0);
+        size_t len = strlen(text);
+        snprintf(text + len, sizeof text - len, "\n%s", line);
+    }
+    return text;
+}
+
+static void wait_job(int fd, int job, const char *want, int timeout_ms) {
+    long long until = td_now_ms() + timeout_ms;
+    const char *r;
+    while (!strstr(r = job_text(fd, job), want) && td_now_ms() < until) usleep(50000);
+    if (!strstr(r, want)) TT_FAIL_AT("JOB job=%d never showed \"%s\" (last: %s)", job, want, r);
+}
+
+/* Starts the daemon with a stand-in in mode `first` that turns into
+ * `after` once it has crashed ($TT_FAKE_MODE_FILE, set to `modefile`); its
+ * MEASURE lines go to `log` if not NULL. Returns a connection once the
+ * worker said HELLO. */
+static int start_crashing(td *t, const char *first, const char *after, char modefile[320], char *log) {
+    td_init(t);
+    if (log) {
+        snprintf(log, 320, "%s/measure.log", t->dir);
+        setenv("TT_FAKE_LOG", log, 1);
+    }
+    snprintf(modefile, 320, "%s/mode", t->dir);
+    setenv("TT_FAKE_MODE_FILE", modefile, 1);
+    setenv("TT_FAKE_AFTER_CRASH", after, 1);
+    start_with(t, first);
+    int fd = td_connect_ok(t);
+    wait_for(fd, "STATUS", "gpus=1", 5000);
+    return fd;
+}
+
+static void crash_env_clear(void) {
+    unsetenv("TT_FAKE_MODE_FILE");
+    unsetenv("TT_FAKE_AFTER_CRASH");
+    unsetenv("TT_FAKE_LOG");
+    unsetenv("TT_FAKE_DELAY");
+}
+
+static void write_mode(const char *modefile, const char *mode) {
+    FILE *f = fopen(modefile, "w");
+    ASSERT(f != NULL);
+    fprintf(f, "%s\n", mode);
+    fclose(f);
+}
+
+/* A job cancelled while its key is being measured, whose worker then
+ * dies: the restarted worker must not get the key again, and the key ends
+ * cancelled (not done, not running). */
+TEST(cancelled_key_is_not_measured_again_after_a_crash) {
+    td t;
+    char modefile[320], log[320];
+    setenv("TT_FAKE_DELAY", "1", 1);
+    int fd = start_crashing(&t, "slowcrash", "gpu", modefile, log);
+    ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=64 seqlen=128"), "OK job=1 keys=1", 15) == 0);
+    long long until = td_now_ms() + 5000;
+    while (measures_of(log, 1) == 0 && td_now_ms() < until) usleep(20000);
+    ASSERT_EQ(measures_of(log, 1), 1); /* the worker is on the key (TRY, then dies) */
+    ASSERT_STREQ(td_req(fd, "CANCEL job=1"), "OK job=1 state=cancelled");
+    /* the worker dies about 1 s after its TRY; the next job runs on the
+     * restarted one, so when it is done the restart has had its chance */
+    ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=64 seqlen=256"), "OK job=2 keys=1", 15) == 0);
+    wait_job(fd, 2, "OK job=2 state=done", 8000);
+    ASSERT_EQ(measures_of(log, 1), 1);
+    ASSERT_EQ(measures_of(log, 2), 1);
+    wait_job(fd, 1, "seq=0 state=cancelled", 1000);
+    ASSERT_CONTAINS(job_text(fd, 1), "OK job=1 state=cancelled");
+    ASSERT_CONTAINS(job_text(fd, 1), "running=0");
+    /* the variant it died on is still recorded: that was a real fault */
+    tt_key k;
+    memset(&k, 0, sizeof k);
+    k.dtype = TT_DTYPE_FP16;
+    k.head_dim = 64;
+    k.seqlen_q = k.seqlen_k = 128;
+    td_fake_gpu(k.gpu);
+    snprintf(k.rev, sizeof k.rev, "00c0ffee");
+    close(fd);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
+    crash_env_clear();
+    ASSERT_EQ(td_failed_status(t.db, &k, CFG_A), TT_MEAS_FAULT);
+}
+
+/* A job cancelled while its worker waits out the restart back-off (0.5 s
+ * after a crash): the restarted worker gets the next job's key, not the
+ * cancelled one. */
+TEST(cancel_during_the_restart_back_off_drops_the_key) {
+    td t;
+    char modefile[320], log[320];
+    int fd = start_crashing(&t, "crash", "gpu", modefile, log);
+    ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=64 seqlen=128,256"), "OK job=1 keys=2", 15) == 0);
+    wait_for(fd, "STATUS", "reason=restarting", 5000);
+    ASSERT_STREQ(td_req(fd, "CANCEL job=1"), "OK job=1 state=cancelled");
+    ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=64 seqlen=512"), "OK job=2 keys=1", 15) == 0);
+    wait_job(fd, 2, "OK job=2 state=done", 8000);
+    ASSERT_EQ(measures_of(log, 1), 1);
+    const char *r = job_text(fd, 1);
+    ASSERT_CONTAINS(r, "OK job=1 state=cancelled");
+    ASSERT_CONTAINS(r, "running=0");
+    wait_job(fd, 1, "seq=0 state=cancelled", 1000);
+    close(fd);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
+    crash_env_clear();
+}
+
+/* The worker is restarted after a crash and the new one finds no GPU: the
+ * key it held goes back to pending (the job to queued), lookups are still
+ * served, and the key runs when a GPU is back. */
+TEST(claim_is_released_when_the_restarted_worker_has_no_gpu) {
+    td t;
+    char modefile[320], v[64];
+    int fd = start_crashing(&t, "crash", "nogpu", modefile, NULL);
+    ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=128 seqlen=512"), "OK job=1 keys=1", 15) == 0);
+    wait_for(fd, "STATUS", "reason=no-gpu", 5000);
+    wait_job(fd, 1, "seq=0 state=pending", 2000);
+    const char *r = job_text(fd, 1);
+    ASSERT_CONTAINS(r, "OK job=1 state=queued");
+    ASSERT_CONTAINS(r, "running=0");
+    wait_for(fd, "JOBS", "job=1 state=queued", 1000);
+    ASSERT_STREQ(td_req(fd, "PING"), "OK pong");
+    r = td_req(fd, "LOOKUP dtype=fp16 hdim=128 seqlen_q=512");
+    ASSERT_STREQ(td_field(r, "match", v, sizeof v), "default");
+    /* the GPU is back: the next TUNE probes for it (at most every 5 s) */
+    write_mode(modefile, "gpu");
+    usleep(5200000);
+    ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=128 seqlen=1024"), "OK job=2 keys=1", 15) == 0);
+    wait_for(fd, "JOBS all=1", "job=2 state=done", 8000);
+    ASSERT_CONTAINS(job_text(fd, 1), "OK job=1 state=done");
+    close(fd);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
+    crash_env_clear();
+}
+
+/* Same, with a restarted worker that dies before its HELLO: it never got
+ * the key, so the key is not failed for it; it waits, pending. */
+TEST(claim_is_released_when_the_restarted_worker_dies_before_hello) {
+    td t;
+    char modefile[320];
+    int fd = start_crashing(&t, "crash", "exit", modefile, NULL);
+    ASSERT(strncmp(td_req(fd, "TUNE dtype=bf16 hdim=128 seqlen=512"), "OK job=1 keys=1", 15) == 0);
+    wait_job(fd, 1, "seq=0 state=pending", 3000);
+    /* three restarts that die before HELLO (0.5 + 1 + 2 s): still pending */
+    usleep(4000000);
+    const char *r = job_text(fd, 1);
+    ASSERT_CONTAINS(r, "OK job=1 state=queued");
+    ASSERT_CONTAINS(r, "running=0");
+    ASSERT_CONTAINS(td_req(fd, "STATUS"), "tuning=waiting reason=restarting");
+    ASSERT_STREQ(td_req(fd, "PING"), "OK pong");
+    close(fd);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
+    crash_env_clear();
+}
+
 TT_TEST_MAIN()
