@@ -97,6 +97,8 @@ uint64_t tt__cache_hash(const tt_key *k) {
 /* The first slot of a hash's set: from the high bits, since bit 0 is forced. */
 static uint64_t set_of(const tt__cache *c, uint64_t h) { return ((h >> 32) & c->set_mask) * TT_CACHE_WAYS; }
 
+static uint64_t nslots(const tt__cache *c) { return (c->set_mask + 1) * TT_CACHE_WAYS; }
+
 static int key_equal(const tt_key *a, const tt_key *b) {
     return a->dtype == b->dtype && a->head_dim == b->head_dim && a->causal == b->causal &&
            a->seqlen_q == b->seqlen_q && a->seqlen_k == b->seqlen_k &&
@@ -196,8 +198,19 @@ uint64_t tt__cache_generation(tt__cache *c) { return atomic_load_explicit(&c->ge
 void tt__cache_clear(tt__cache *c) {
     pthread_mutex_lock(&c->wlock);
     atomic_fetch_add_explicit(&c->generation, 1, memory_order_release);
-    for (uint64_t i = 0; i <= c->set_mask * TT_CACHE_WAYS + TT_CACHE_WAYS - 1; i++)
+    for (uint64_t i = 0; i < nslots(c); i++)
         if (atomic_load_explicit(&c->slots[i].hash, memory_order_relaxed) != 0)
             slot_write(&c->slots[i], 0, 0, NULL);
     pthread_mutex_unlock(&c->wlock);
+}
+
+void tt__cache_after_fork(tt__cache *c) {
+    pthread_mutex_init(&c->wlock, NULL); /* the old one may be held by a thread that is gone */
+    for (uint64_t i = 0; i < nslots(c); i++) {
+        slot *s = &c->slots[i];
+        uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+        if (!(q & 1)) continue;
+        atomic_store_explicit(&s->hash, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->seq, q + 1, memory_order_relaxed); /* done, and empty */
+    }
 }

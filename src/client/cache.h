@@ -36,6 +36,12 @@ uint64_t tt__cache_generation(tt__cache *c);
 void tt__cache_put_since(tt__cache *c, uint64_t generation, const tt_key *key, const tt_lookup_result *res,
                          int64_t expires_ns);
 
+/* In a fork child, before anything else runs: the writer lock may have
+ * been held by a thread the child does not have, and a slot that thread
+ * was writing would stay odd (a miss) forever. Re-creates the lock and
+ * empties such slots. */
+void tt__cache_after_fork(tt__cache *c);
+
 /* The hash of a key as the cache uses it (exposed for tests). */
 uint64_t tt__cache_hash(const tt_key *key);
 

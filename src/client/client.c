@@ -1,7 +1,14 @@
 /* tt_client: lookups through the per-process cache, else one round trip to
  * the daemon, else the built-in default. Two locks, never nested: the
  * cache's writer lock (cache.c) and `io`, held across socket calls. Cache
- * hits take neither. */
+ * hits take neither.
+ *
+ * fork(): the child has only the forking thread, but copies of every lock
+ * as they were, and of the fds. A lock another thread held would never be
+ * released (the child's lookups would wait out their time-out), and the
+ * parent's stream must not be shared (each would read the other's
+ * replies). So every open client is on a list, and a pthread_atfork child
+ * handler resets each one: fresh locks, the inherited socket closed. */
 #include "client_internal.h"
 
 #include <pthread.h>
@@ -32,9 +39,10 @@ struct tt_client {
     _Atomic int64_t retry_at;
     _Atomic uint64_t n_hits, n_answers, n_fallbacks, n_connects, n_failures;
 
+    tt_client *prev, *next; /* the list of open clients, under registry_lock */
+
     pthread_mutex_t io; /* guards everything below */
-    tt__conn *conn;
-    pid_t conn_pid; /* a forked child must not share its parent's stream */
+    tt__conn *conn; /* its fd is -1 in a fork child until the next connect */
     int64_t backoff_ns, backoff_min_ns, backoff_max_ns;
     uint64_t rng;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -47,6 +55,32 @@ static int64_t coarse_now_ns(void) {
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static tt_client *registry;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static int atfork_rc;
+
+/* prepare/parent: the forking thread holds the list across fork(), so the
+ * child's copy is whole and the child may unlock it. */
+static void fork_prepare(void) { pthread_mutex_lock(&registry_lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&registry_lock); }
+
+/* The child runs this alone, before fork() returns. Re-initializing a lock
+ * that a vanished thread holds is the only way to free it; nothing in the
+ * child can be using it yet. No allocation or free here: the connection's
+ * struct goes at the next connect. */
+static void fork_child(void) {
+    for (tt_client *c = registry; c; c = c->next) {
+        pthread_mutex_init(&c->io, NULL);
+        if (c->conn) tt__conn_drop_fd(c->conn);
+        tt__cache_after_fork(c->cache);
+        c->rng ^= (uint64_t)getpid() << 32; /* the child's back-off jitter is its own */
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void register_atfork(void) { atfork_rc = pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
 int tt_client_open(const char *socket_path, int timeout_ms, tt_client **out) {
     if (!out) return TT_ERR_INVAL;
@@ -74,12 +108,27 @@ int tt_client_open(const char *socket_path, int timeout_ms, tt_client **out) {
     c->backoff_min_ns = BACKOFF_MIN_NS_DEFAULT;
     c->backoff_max_ns = BACKOFF_MAX_NS_DEFAULT;
     c->rng = (uint64_t)tt__now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)c;
+    pthread_once(&atfork_once, register_atfork);
+    if (atfork_rc != 0) {
+        tt_client_close(c);
+        return TT_ERR_NOMEM;
+    }
+    pthread_mutex_lock(&registry_lock);
+    c->next = registry;
+    if (registry) registry->prev = c;
+    registry = c;
+    pthread_mutex_unlock(&registry_lock);
     *out = c;
     return 0;
 }
 
 void tt_client_close(tt_client *c) {
     if (!c) return;
+    pthread_mutex_lock(&registry_lock);
+    if (c->prev) c->prev->next = c->next;
+    else if (registry == c) registry = c->next;
+    if (c->next) c->next->prev = c->prev;
+    pthread_mutex_unlock(&registry_lock);
     tt__conn_close(c->conn);
     pthread_mutex_destroy(&c->io);
     tt__cache_free(c->cache);
@@ -91,6 +140,13 @@ void tt__client_set_backoff(tt_client *c, int min_ms, int max_ms) {
     c->backoff_min_ns = (int64_t)min_ms * 1000000;
     c->backoff_max_ns = (int64_t)max_ms * 1000000;
     pthread_mutex_unlock(&c->io);
+}
+
+int tt__client_conn_fd(tt_client *c) {
+    pthread_mutex_lock(&c->io);
+    int fd = c->conn ? tt__conn_fd(c->conn) : -1;
+    pthread_mutex_unlock(&c->io);
+    return fd;
 }
 
 void tt__client_set_ttl(tt_client *c, int ttl_ms) { c->ttl_ns = (int64_t)ttl_ms * 1000000; }
@@ -145,8 +201,8 @@ static void succeeded(tt_client *c) {
 
 /* Under io: a connection that has said HELLO. */
 static int ensure_conn(tt_client *c, int64_t deadline) {
-    if (c->conn && c->conn_pid == getpid()) return 0;
-    tt__conn_close(c->conn); /* after fork: closes only the child's copy */
+    if (c->conn && tt__conn_fd(c->conn) >= 0) return 0;
+    tt__conn_close(c->conn); /* a fork child's, its fd already closed */
     c->conn = NULL;
     tt__conn *conn;
     int rc = tt__conn_open(c->path, deadline, &conn, NULL, 0);
@@ -161,7 +217,6 @@ static int ensure_conn(tt_client *c, int64_t deadline) {
         return rc;
     }
     c->conn = conn;
-    c->conn_pid = getpid();
     count(&c->n_connects);
     return 0;
 }
@@ -213,7 +268,7 @@ static int ask(tt_client *c, const tt_key *key, tt_lookup_result *res, int64_t d
     memcpy(line, "LOOKUP ", 7);
     if (tt__key_format(key, line + 7, sizeof line - 7) < 0) return TT_ERR_INVAL;
     for (int retry = 0;; retry++) {
-        int kept = c->conn && c->conn_pid == getpid();
+        int kept = c->conn && tt__conn_fd(c->conn) >= 0;
         int rc = ensure_conn(c, deadline);
         if (rc < 0) {
             failed(c, 1);

@@ -118,6 +118,13 @@ void tt__conn_close(tt__conn *c) {
     free(c);
 }
 
+int tt__conn_fd(const tt__conn *c) { return c->fd; }
+
+void tt__conn_drop_fd(tt__conn *c) {
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+}
+
 int tt__conn_send(tt__conn *c, const char *buf, size_t len, int64_t deadline, char *err,
                   size_t errlen) {
     size_t done = 0;

@@ -40,6 +40,12 @@ typedef struct tt__conn tt__conn;
 int tt__conn_open(const char *path, int64_t deadline, tt__conn **out, char *err, size_t errlen);
 /* Closes and frees; NULL is a no-op. */
 void tt__conn_close(tt__conn *c);
+/* The socket's fd; -1 once tt__conn_drop_fd ran. */
+int tt__conn_fd(const tt__conn *c);
+/* Closes the fd only (the struct stays for tt__conn_close): for a fork
+ * child, which must not keep its parent's stream, in an atfork handler
+ * where freeing is best avoided. */
+void tt__conn_drop_fd(tt__conn *c);
 
 /* Writes all `len` bytes (never raises SIGPIPE). */
 int tt__conn_send(tt__conn *c, const char *buf, size_t len, int64_t deadline, char *err,

@@ -178,6 +178,39 @@ TEST(concurrent_readers_never_see_torn_entries) {
     tt__cache_free(shared);
 }
 
+/* fork() while writers are inside the cache: the child, after
+ * tt__cache_after_fork (what tt_client's atfork handler runs), can put and
+ * get at once. Without it the child inherits a writer lock no thread of its
+ * own will release (its first put hangs), or a slot stuck odd mid-write
+ * (never a hit again). Many forks: most catch a writer inside. */
+TEST(child_forked_during_writes_can_use_the_cache) {
+    ASSERT_OK(tt__cache_new(16, &shared));
+    atomic_store(&stop_flag, 0);
+    pthread_t w[2];
+    for (int i = 0; i < 2; i++) pthread_create(&w[i], NULL, writer, NULL);
+    for (int f = 0; f < 40; f++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(2); /* a hang ends as SIGALRM */
+            tt__cache_after_fork(shared);
+            for (int i = 1; i <= 40; i++) {
+                tt_key k = key_of(i);
+                tt_lookup_result r = res_of(&k), got;
+                tt__cache_put(shared, &k, &r, 0);
+                if (!tt__cache_get(shared, &k, fake_clock, &got) || got.seqlen_q != i) _exit(1);
+            }
+            _exit(0);
+        }
+        int st;
+        ASSERT_EQ(waitpid(pid, &st, 0), pid);
+        ASSERT(WIFEXITED(st));
+        ASSERT_EQ(WEXITSTATUS(st), 0);
+    }
+    atomic_store(&stop_flag, 1);
+    for (int i = 0; i < 2; i++) pthread_join(w[i], NULL);
+    tt__cache_free(shared);
+}
+
 TEST(hit_cost) {
     tt__cache *c;
     ASSERT_OK(tt__cache_new(1024, &c));

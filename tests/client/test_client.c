@@ -1,6 +1,7 @@
 /* tt_client against no daemon, a mute daemon and a fake one: fallback
  * within the time-out, back-off, reply parsing, ERR mapping, caching,
  * threads. */
+#include <fcntl.h>
 #include <pthread.h>
 
 #include "client_internal.h"
@@ -410,6 +411,64 @@ TEST(forked_child_gets_its_own_connection) {
     k = key_of(7);
     ASSERT_OK(tt_lookup(c, &k, &r));
     ASSERT_EQ(r.seqlen_q, 7);
+    tt_client_close(c);
+    fake_stop(f);
+}
+
+/* Like `tuned`, but a LOOKUP of seqlen_q=999 is never answered: the
+ * thread that asks holds the client's lock until its time-out. */
+static const char *stalls_999(fake_daemon *f, const char *line) {
+    if (strncmp(line, "LOOKUP ", 7) == 0 && strstr(line, "seqlen_q=999 ")) return "";
+    return tuned(f, line);
+}
+
+static void *lookup_999(void *arg) {
+    tt_key k = key_of(999);
+    tt_lookup_result r;
+    ASSERT_EQ(tt_lookup((tt_client *)arg, &k, &r), TT_FALLBACK);
+    return NULL;
+}
+
+/* A fork while another thread is inside a lookup (holding the lock, its
+ * request on the parent's stream): the child must not wait for a lock no
+ * thread of its own will release, nor keep the parent's socket open. */
+TEST(child_forked_during_a_lookup_asks_at_once) {
+    fake_daemon *f = fake_start(FAKE_SERVE, stalls_999);
+    tt_client *c;
+    const int timeout = 1500;
+    ASSERT_OK(tt_client_open(f->path, timeout, &c));
+    tt_key k = key_of(5);
+    tt_lookup_result r;
+    ASSERT_OK(tt_lookup(c, &k, &r));
+    int parent_fd = tt__client_conn_fd(c);
+    ASSERT(parent_fd >= 0);
+    pthread_t t;
+    pthread_create(&t, NULL, lookup_999, c);
+    while (atomic_load(&f->nlookup) < 2) sleep_ms(1); /* the stalled request is out */
+    sleep_ms(20);
+    pid_t pid = fork();
+    if (pid == 0) {
+        errno = 0;
+        if (fcntl(parent_fd, F_GETFD) != -1 || errno != EBADF) _exit(2); /* parent's stream kept */
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        tt_key k2 = key_of(6);
+        tt_lookup_result r2;
+        int rc = tt_lookup(c, &k2, &r2);
+        double ms = ms_since(&t0);
+        if (ms > timeout / 5) _exit(3); /* waited on the parent thread's lock */
+        if (rc != 0 || r2.match != TT_MATCH_EXACT || r2.seqlen_q != 6) _exit(4);
+        /* and the next lookup in the child reuses the child's own stream */
+        k2 = key_of(8);
+        _exit(tt_lookup(c, &k2, &r2) == 0 && r2.seqlen_q == 8 ? 0 : 5);
+    }
+    int st;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT(WIFEXITED(st));
+    ASSERT_EQ(WEXITSTATUS(st), 0);
+    ASSERT_EQ(atomic_load(&f->nconns), 2); /* the parent's, then one for the child */
+    ASSERT_EQ(atomic_load(&f->nhello), 2);
+    pthread_join(t, NULL);
     tt_client_close(c);
     fake_stop(f);
 }
