@@ -196,8 +196,13 @@ static void h_stats(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     tt_buf body;
     tt_buf_init(&body);
     int lines = tt_stats_format(&d->stats, &g, prom, &body);
-    tt_buf_printf(out, "OK lines=%d\n", lines);
-    tt_buf_append(out, body.data, body.len);
+    /* A body cut short by a failed allocation is refused whole rather than
+     * sent with a count the client cannot check. */
+    if (body.oom) ERR(INTERNAL, "out of memory building STATS");
+    else {
+        tt_buf_printf(out, "OK lines=%d\n", lines);
+        tt_buf_append(out, body.data, body.len);
+    }
     tt_buf_free(&body);
 }
 
@@ -389,6 +394,8 @@ static void h_jobs(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     x.n = 0;
     if (tt_store_job_list(d->store, (int)all, add_job, &x) < 0) {
         ERR(DB, "%s", tt_store_errmsg(d->store));
+    } else if (x.body.oom) { /* add_job counted lines that were not added */
+        ERR(INTERNAL, "out of memory listing jobs");
     } else {
         tt_buf_printf(out, "OK lines=%d\n", x.n);
         tt_buf_append(out, x.body.data, x.body.len);
@@ -556,6 +563,11 @@ static void h_job(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     if (rc < 0 || tt_store_job_progress(d->store, id, tt_daemon_gpu(d), tt_daemon_rev(d), add_progress, &x) < 0) {
         tt_buf_free(&x.body);
         ERR(DB, "%s", tt_store_errmsg(d->store));
+        return;
+    }
+    if (x.body.oom) { /* a line may be cut in half, the count is off */
+        tt_buf_free(&x.body);
+        ERR(INTERNAL, "out of memory listing the job's keys");
         return;
     }
     int finished = j.state == TT_JOB_DONE || j.state == TT_JOB_FAILED || j.state == TT_JOB_CANCELLED;

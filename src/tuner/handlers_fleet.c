@@ -148,13 +148,16 @@ static void finish_import(tt_daemon *d, tt_fleet_body *b, tt_buf *out) {
             tt_fleet_policy_name(b->policy), b->dry_run ? ", dry run" : "", b->strict ? ", strict" : "",
             (long long)n.added, (long long)n.replaced, (long long)n.kept, (long long)n.rejected,
             (long long)n.stale, (long long)n.foreign, committed ? "" : " (not committed)");
+    /* The merge is done: out of memory for the reasons drops them, never
+     * the counts (lines=0, no body, rather than a count the body breaks). */
+    int reasons = !b->rejects.oom;
     tt_buf_printf(out,
                   "OK added=%lld replaced=%lld kept=%lld rejected=%lld stale=%lld foreign=%lld "
                   "history=%lld committed=%d lines=%lld\n",
                   (long long)n.added, (long long)n.replaced, (long long)n.kept, (long long)n.rejected,
                   (long long)n.stale, (long long)n.foreign, (long long)n.history, committed,
-                  (long long)b->nrej);
-    tt_buf_append(out, b->rejects.data, b->rejects.len);
+                  reasons ? (long long)b->nrej : 0LL);
+    if (reasons) tt_buf_append(out, b->rejects.data, b->rejects.len);
 }
 
 static int grow(tt_fleet_body *b) {
@@ -271,6 +274,10 @@ static void export_records(tt_daemon *d, const char *gpu, const char *rev, int a
         }
         tt_buf_append(&body, line, (size_t)rc);
         tt_buf_append(&body, "\n", 1);
+    }
+    if (body.oom) {
+        ERR(INTERNAL, "export: out of memory");
+        goto out;
     }
     tt_buf_printf(out, "OK format=json records=%zu lines=%zu\n", x.n, x.n);
     tt_buf_append(out, body.data, body.len);
