@@ -177,13 +177,21 @@ static int fallback(tt_client *c, const tt_key *key, tt_lookup_result *out) {
     return TT_FALLBACK;
 }
 
+/* Under io. The pointer is cleared before the struct is freed: fork_child
+ * reads c->conn without io (a thread in the middle of this is gone in the
+ * child), and must see either a live connection or none, never a freed
+ * one (it would close the fd read from freed memory and write into it). */
+static void drop_conn(tt_client *c) {
+    tt__conn *old = c->conn;
+    c->conn = NULL;
+    atomic_thread_fence(memory_order_release); /* the NULL is visible before the free's stores */
+    tt__conn_close(old);
+}
+
 /* Under io. Exponential back-off with +-25% jitter, so the processes of a
  * node that lost the daemon together do not all come back in one burst. */
 static void failed(tt_client *c, int close_conn) {
-    if (close_conn) {
-        tt__conn_close(c->conn);
-        c->conn = NULL;
-    }
+    if (close_conn) drop_conn(c);
     c->backoff_ns = c->backoff_ns ? c->backoff_ns * 2 : c->backoff_min_ns;
     if (c->backoff_ns > c->backoff_max_ns) c->backoff_ns = c->backoff_max_ns;
     c->rng ^= c->rng << 13;
@@ -202,8 +210,7 @@ static void succeeded(tt_client *c) {
 /* Under io: a connection that has said HELLO. */
 static int ensure_conn(tt_client *c, int64_t deadline) {
     if (c->conn && tt__conn_fd(c->conn) >= 0) return 0;
-    tt__conn_close(c->conn); /* a fork child's, its fd already closed */
-    c->conn = NULL;
+    drop_conn(c); /* a fork child's, its fd already closed */
     tt__conn *conn;
     int rc = tt__conn_open(c->path, deadline, &conn, NULL, 0);
     if (rc < 0) return rc;
@@ -279,8 +286,7 @@ static int ask(tt_client *c, const tt_key *key, tt_lookup_result *res, int64_t d
         int again = kept && retry == 0;
         if (rc < 0) {
             if (again && rc == TT_ERR_IO) {
-                tt__conn_close(c->conn);
-                c->conn = NULL;
+                drop_conn(c);
                 continue;
             }
             failed(c, 1);
@@ -292,8 +298,7 @@ static int ask(tt_client *c, const tt_key *key, tt_lookup_result *res, int64_t d
             tt__reply_free(&r);
             if (is_key_error(rc)) return rc;
             if (again && idle) {
-                tt__conn_close(c->conn);
-                c->conn = NULL;
+                drop_conn(c);
                 continue;
             }
             failed(c, close_conn);
