@@ -547,6 +547,8 @@ int tt_sdpa_default_config(const tt_key *key, int device, tt_config *out, char *
     if (!key || !out) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
     if (!tt__head_dim_supported(key->head_dim))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)key->head_dim);
+    if (!tt__dtype_name(key->dtype))
+        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported dtype %d", (int)key->dtype);
     tt__device_limits lim;
     int rc = limits_of(device, &lim, err, errlen);
     if (rc < 0) return rc;

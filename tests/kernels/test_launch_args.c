@@ -294,6 +294,10 @@ TEST(device_default_refuses_bad_keys_before_the_device) {
     tt_key key = {.dtype = TT_DTYPE_FP16, .head_dim = 100, .seqlen_q = 128, .seqlen_k = 128};
     ASSERT_EQ(tt_sdpa_default_config(&key, 0, &c, err, sizeof err), TT_ERR_UNSUPPORTED);
     ASSERT_CONTAINS(err, "head_dim 100");
+    key.head_dim = 128;
+    key.dtype = (tt_dtype)7;
+    ASSERT_EQ(tt_sdpa_default_config(&key, 0, &c, err, sizeof err), TT_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(err, "dtype 7");
 }
 
 TT_TEST_MAIN()
