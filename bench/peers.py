@@ -24,7 +24,6 @@ import argparse
 import csv
 import math
 import os
-import re
 import signal
 import sys
 import time
@@ -45,15 +44,12 @@ def flops(B, H, L, D, causal):
 
 
 def defaults_table():
-    """(head_dim, causal) -> variant tuple, read from src/common/defaults.c
-    so the benchmark runs exactly the shipped default."""
-    text = open(os.path.join(ROOT, "src", "common", "defaults.c")).read()
-    table = {}
-    for m in re.finditer(r"\{\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),"
-                         r"\s*(\d+),\s*(\d+)\s*\}", text):
-        d, c, bm, bn, w, st, lay, qr = (int(x) for x in m.groups())
-        table[(d, c)] = (bm, bn, w, st, lay, qr)
-    return table
+    """(head_dim, causal) -> variant tuple of the portable (family mma)
+    default, read from src/common/defaults.c by bench/tune/analyze.py's
+    parser, so the dev backend runs exactly the shipped default."""
+    sys.path.insert(0, os.path.join(HERE, "tune"))
+    from analyze import defaults
+    return {k: v[1:] for k, v in defaults(sm90=False).items()}
 
 
 DT_CODE = {"fp16": 0, "bf16": 1}

@@ -133,16 +133,34 @@ TEST(wgmma_shape_rules) {
     ASSERT_CONTAINS(err, "295936");
 }
 
-static size_t count_family(int hd, int arch, int64_t seqlen_k, int family) {
+/* Size of the space for a key (family -1: both families), each entry
+ * checked against the rules it was enumerated under. */
+static size_t space_count(int hd, int arch, int64_t seqlen_k, int family) {
     tt__device_limits d;
     ASSERT_OK(tt__device_limits_nominal(arch, &d));
-    tt_key k = {.head_dim = hd, .dtype = TT_DTYPE_FP16, .seqlen_q = seqlen_k, .seqlen_k = seqlen_k};
+    tt_key k;
+    memset(&k, 0, sizeof k);
+    k.head_dim = hd;
+    k.dtype = TT_DTYPE_BF16;
+    k.seqlen_q = seqlen_k;
+    k.seqlen_k = seqlen_k;
     tt__space_entry *e = NULL;
     size_t n = 0, f = 0;
     ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
-    for (size_t i = 0; i < n; i++) f += e[i].variant.config.family == family;
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_EQ(e[i].status, TT_VARIANT_UNCHECKED);
+        ASSERT_OK(tt__variant_check(&e[i].variant.config, hd, &d, NULL, 0));
+        ASSERT_EQ(e[i].variant.arch, arch);
+        ASSERT_EQ(e[i].variant.head_dim, hd);
+        f += family < 0 || e[i].variant.config.family == family;
+    }
     free(e);
     return f;
+}
+
+static size_t space_size(int hd, int arch, int64_t seqlen_k) { return space_count(hd, arch, seqlen_k, -1); }
+static size_t count_family(int hd, int arch, int64_t seqlen_k, int family) {
+    return space_count(hd, arch, seqlen_k, family);
 }
 
 TEST(wgmma_variants_are_in_the_space_on_sm90_only) {
@@ -172,28 +190,6 @@ TEST(shared_memory_limit) {
     ASSERT_OK(tt__variant_check(&c, 256, &h100, err, sizeof err));
     ASSERT_OK(tt__variant_check(&c, 256, &a100, err, sizeof err));
     ASSERT_EQ(tt__variant_check(&c, 256, &ada, err, sizeof err), TT_ERR_RANGE);
-}
-
-static size_t space_size(int hd, int arch, int64_t seqlen_k) {
-    tt__device_limits d;
-    ASSERT_OK(tt__device_limits_nominal(arch, &d));
-    tt_key k;
-    memset(&k, 0, sizeof k);
-    k.head_dim = hd;
-    k.dtype = TT_DTYPE_BF16;
-    k.seqlen_q = seqlen_k;
-    k.seqlen_k = seqlen_k;
-    tt__space_entry *e = NULL;
-    size_t n = 0;
-    ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
-    for (size_t i = 0; i < n; i++) {
-        ASSERT_EQ(e[i].status, TT_VARIANT_UNCHECKED);
-        ASSERT_OK(tt__variant_check(&e[i].variant.config, hd, &d, NULL, 0));
-        ASSERT_EQ(e[i].variant.arch, arch);
-        ASSERT_EQ(e[i].variant.head_dim, hd);
-    }
-    free(e);
-    return n;
 }
 
 TEST(space_is_tens_per_head_dim) {
