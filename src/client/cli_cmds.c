@@ -17,13 +17,15 @@
     {"seqlen-k", "N", "key/value sequence length (default: --seqlen)", 0},              \
     {"hdim", "D", "head dimension: 32, 64, 96, 128 or 256", 1},                         \
     {"dtype", "T", "fp16 or bf16", 1},                                                  \
-    {"causal", NULL, "causal attention (default: not causal)", 0},                      \
+    {"causal", NULL, "causal attention, top-left (PyTorch's is_causal; default: not causal)", 0}, \
+    {"bottom-right", NULL, "causal attention, bottom-right (flash-attn's; query i sees keys <= i+Lk-Lq)", 0}, \
+    {"group", "G", "GQA group: query heads per K/V head (default 1)", 0},              \
     {"gpu", "HEX", "GPU fingerprint (default: the daemon's GPU)", 0},                   \
     {"rev", "HEX", "kernel revision (default: the daemon's)", 0}
 
 /* The key of --seqlen/--hdim/... as LOOKUP fields in buf. */
 static int key_fields(const cli *c, char *buf, size_t len) {
-    tt_key k;
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     int64_t v;
     int rc;
@@ -39,7 +41,14 @@ static int key_fields(const cli *c, char *buf, size_t len) {
     k.head_dim = (int32_t)v;
     if (tt__dtype_parse(cli_opt_val(c, "dtype"), &k.dtype) < 0)
         return cli_usage(c, "--dtype must be fp16 or bf16, not '%s'", cli_opt_val(c, "dtype"));
-    k.causal = cli_opt_val(c, "causal") != NULL;
+    if (cli_opt_val(c, "causal") && cli_opt_val(c, "bottom-right"))
+        return cli_usage(c, "give --causal or --bottom-right, not both");
+    k.causal = cli_opt_val(c, "bottom-right") ? TT_CAUSAL_BOTTOM_RIGHT : cli_opt_val(c, "causal") != NULL;
+    k.group = 1;
+    if (cli_opt_val(c, "group")) {
+        if ((rc = cli_int_opt(c, "group", 1, TT_GROUP_MAX, &v))) return rc;
+        k.group = (int32_t)v;
+    }
     const char *ids[2] = {"gpu", "rev"};
     char *dst[2] = {k.gpu, k.rev};
     for (int i = 0; i < 2; i++) {
@@ -194,8 +203,11 @@ static const cli_opt tune_opts[] = {
     {"seqlen", "LIST", "sequence lengths, comma-separated (e.g. 512,1024,4096)", 0},
     {"hdim", "LIST", "head dimensions, comma-separated (32,64,96,128,256)", 0},
     {"dtype", "LIST", "fp16, bf16 or fp16,bf16", 0},
-    {"causal", "WHICH", "no, yes or both", 0},
+    {"seqlen-k", "LIST", "key/value sequence lengths (default: each --seqlen)", 0},
+    {"causal", "WHICH", "no, yes (top-left), both (no and yes), bottom-right, or a list of 0,1,2", 0},
+    {"group", "LIST", "GQA groups, comma-separated (default 1)", 0},
     {"default-grid", NULL, "the node's default grid: seqlen 128..32768 (powers of 2), hdim 64,128,256, fp16+bf16, causal both", 0},
+    {"inference-grid", NULL, "the inference grid: seqlen_q 1..512 x seqlen_k 1k..128k x GQA group 1,4,8, hdim 128,64, bf16+fp16 (docs/tuning.md)", 0},
     {"stale", NULL, "re-tune every key whose winner is from another kernel revision", 0},
     {"mode", "M", "exhaustive (default) or fast", 0},
     {"batch", "N", "batch size to measure with (default: the daemon's rule)", 0},
@@ -232,6 +244,14 @@ static int ok_dtype(const char *s) {
     tt_dtype d;
     return tt__dtype_parse(s, &d) == 0;
 }
+static int ok_causal(const char *s) {
+    int64_t v;
+    return tt__parse_i64(s, 0, 2, &v) == 0;
+}
+static int ok_group(const char *s) {
+    int64_t v;
+    return tt__parse_i64(s, 1, TT_GROUP_MAX, &v) == 0;
+}
 
 static int watch_job(cli *c, int64_t job, int json, int interval_ms);
 
@@ -242,23 +262,36 @@ static int watch_job(cli *c, int64_t job, int json, int interval_ms);
 static int cmd_tune(cli *c) {
     int rc;
     int grid = cli_opt_val(c, "default-grid") != NULL, stale = cli_opt_val(c, "stale") != NULL;
-    const char *lists[] = {"seqlen", "hdim", "dtype", "causal"};
-    int given = 0;
-    for (int i = 0; i < 4; i++) given += cli_opt_val(c, lists[i]) != NULL;
-    if (grid + stale + (given > 0) > 1)
-        return cli_usage(c, "give one of --default-grid, --stale, or --seqlen/--hdim/--dtype/--causal");
-    if (!grid && !stale && given < 4)
-        return cli_usage(c, "tune needs --seqlen, --hdim, --dtype and --causal (or --default-grid or --stale)");
+    int igrid = cli_opt_val(c, "inference-grid") != NULL;
+    const char *lists[] = {"seqlen", "hdim", "dtype", "causal", "seqlen-k", "group"};
+    int given = 0, extra_lists = 0;
+    for (int i = 0; i < 6; i++) given += cli_opt_val(c, lists[i]) != NULL;
+    for (int i = 4; i < 6; i++) extra_lists += cli_opt_val(c, lists[i]) != NULL;
+    if (grid + igrid + stale + (given > 0) > 1)
+        return cli_usage(c, "give one of --default-grid, --inference-grid, --stale, or --seqlen/--hdim/--dtype/--causal");
+    if (!grid && !igrid && !stale && given - extra_lists < 4)
+        return cli_usage(c, "tune needs --seqlen, --hdim, --dtype and --causal (or --default-grid, --inference-grid or --stale)");
+    grid += igrid; /* from here on, both grids are "a grid" */
     if (stale && cli_opt_val(c, "shard")) return cli_usage(c, "--stale takes no --shard");
     if (cli_opt_val(c, "json") && !cli_opt_val(c, "wait")) return cli_usage(c, "--json goes with --wait");
     if (!grid && !stale && ((rc = check_list(c, "seqlen", ok_seqlen)) || (rc = check_list(c, "hdim", ok_hdim)) ||
                             (rc = check_list(c, "dtype", ok_dtype))))
         return rc;
+    if (!grid && !stale && ((cli_opt_val(c, "seqlen-k") && (rc = check_list(c, "seqlen-k", ok_seqlen))) ||
+                            (cli_opt_val(c, "group") && (rc = check_list(c, "group", ok_group)))))
+        return rc;
     const char *cl = NULL;
     if (!grid && !stale) {
         const char *causal = cli_opt_val(c, "causal");
-        cl = strcmp(causal, "no") == 0 ? "0" : strcmp(causal, "yes") == 0 ? "1" : strcmp(causal, "both") == 0 ? "0,1" : NULL;
-        if (!cl) return cli_usage(c, "--causal must be no, yes or both, not '%s'", causal);
+        cl = strcmp(causal, "no") == 0       ? "0"
+             : strcmp(causal, "yes") == 0    ? "1"
+             : strcmp(causal, "both") == 0   ? "0,1"
+             : strcmp(causal, "top-left") == 0 ? "1"
+             : strcmp(causal, "bottom-right") == 0 ? "2"
+                                                   : NULL;
+        /* else a list of 0 (none), 1 (top-left), 2 (bottom-right) */
+        if (!cl && (rc = check_list(c, "causal", ok_causal))) return rc;
+        if (!cl) cl = causal;
     }
     const char *mode = cli_opt_val(c, "mode");
     if (mode && strcmp(mode, "exhaustive") != 0 && strcmp(mode, "fast") != 0)
@@ -271,17 +304,19 @@ static int cmd_tune(cli *c) {
 
     char line[TT_LINE_MAX + 64];
     int n;
-    if (grid) n = snprintf(line, sizeof line, "TUNE " DEFAULT_GRID);
+    if (igrid) n = snprintf(line, sizeof line, "TUNE grid=inference");
+    else if (grid) n = snprintf(line, sizeof line, "TUNE " DEFAULT_GRID);
     else if (stale) n = snprintf(line, sizeof line, "TUNE stale=1");
     else
         n = snprintf(line, sizeof line, "TUNE dtype=%s hdim=%s causal=%s seqlen=%s", cli_opt_val(c, "dtype"),
                      cli_opt_val(c, "hdim"), cl, cli_opt_val(c, "seqlen"));
-    const char *extra[] = {"mode", "batch", "heads", "gpu", "shard"};
+    const char *extra[] = {"mode", "batch", "heads", "gpu", "shard", "seqlen-k", "group"};
+    const char *field[] = {"mode", "batch", "heads", "gpu", "shard", "seqlen_k", "group"};
     /* snprintf returns the length it wanted: once the lists overflow the
      * buffer, appending at line + n would write past it. */
-    for (int i = 0; i < 5 && n < TT_LINE_MAX; i++)
+    for (int i = 0; i < 7 && n < TT_LINE_MAX; i++)
         if (cli_opt_val(c, extra[i]))
-            n += snprintf(line + n, sizeof line - (size_t)n, " %s=%s", extra[i], cli_opt_val(c, extra[i]));
+            n += snprintf(line + n, sizeof line - (size_t)n, " %s=%s", field[i], cli_opt_val(c, extra[i]));
     if (n >= TT_LINE_MAX) return cli_usage(c, "the lists are too long for one request");
     tt__reply r;
     if (cli_request(c, line, &r)) return CLI_FAIL;

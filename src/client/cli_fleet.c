@@ -428,7 +428,7 @@ const cli_opt cli_diff_opts[] = {
     {"changed", NULL, "list only keys whose config differs or that one side lacks", 0},
     {NULL}};
 
-static int key_cmp(const tt_key *a, const tt_key *b) {
+static int key_cmp(const tt_key_v2 *a, const tt_key_v2 *b) {
     int c = strcmp(a->gpu, b->gpu);
     if (!c) c = strcmp(a->rev, b->rev);
     if (c) return c < 0 ? -1 : 1;
@@ -438,6 +438,7 @@ static int key_cmp(const tt_key *a, const tt_key *b) {
     CMPF(causal);
     CMPF(seqlen_q);
     CMPF(seqlen_k);
+    CMPF(group);
 #undef CMPF
     return 0;
 }

@@ -170,7 +170,7 @@ void tt_client_flush(tt_client *c) {
 
 static void count(_Atomic uint64_t *n) { atomic_fetch_add_explicit(n, 1, memory_order_relaxed); }
 
-static int fallback(tt_client *c, const tt_key *key, tt_lookup_result *out) {
+static int fallback(tt_client *c, const tt_key_v2 *key, tt_lookup_result *out) {
     int rc = tt__lookup_default(key, out);
     if (rc < 0) return rc;
     count(&c->n_fallbacks);
@@ -270,7 +270,7 @@ static int closes_conn(const char *code) {
  * connection may have been closed by the daemon meanwhile (its idle
  * time-out: "ERR timeout", then EOF; or a restart): that is no sign the
  * daemon is down, so the request gets one more try on a new connection. */
-static int ask(tt_client *c, const tt_key *key, tt_lookup_result *res, int64_t deadline) {
+static int ask(tt_client *c, const tt_key_v2 *key, tt_lookup_result *res, int64_t deadline) {
     char line[TT_LINE_MAX];
     memcpy(line, "LOOKUP ", 7);
     if (tt__key_format(key, line + 7, sizeof line - 7) < 0) return TT_ERR_INVAL;
@@ -320,8 +320,27 @@ static int lock_until(pthread_mutex_t *m, int64_t deadline) {
     return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &ts);
 }
 
+static int lookup(tt_client *c, const tt_key_v2 *key, tt_lookup_result *out);
+
 int tt_lookup(tt_client *c, const tt_key *key, tt_lookup_result *out) {
     if (!c || !key || !out) return TT_ERR_INVAL;
+    tt_key_v2 k;
+    tt__key_from_v1(key, &k);
+    tt__key_canon(&k);
+    return lookup(c, &k, out);
+}
+
+int tt_lookup_v2(tt_client *c, const tt_key_v2 *key, tt_lookup_result *out) {
+    if (!c || !key || !out) return TT_ERR_INVAL;
+    for (size_t i = 0; i < sizeof key->reserved / sizeof key->reserved[0]; i++)
+        if (key->reserved[i]) return TT_ERR_INVAL;
+    tt_key_v2 k = *key;
+    tt__key_canon(&k);
+    return lookup(c, &k, out);
+}
+
+/* `key` is canonical (tt__key_canon): equal problems share a cache slot. */
+static int lookup(tt_client *c, const tt_key_v2 *key, tt_lookup_result *out) {
     if (tt__cache_get(c->cache, key, coarse_now_ns, out)) {
         count(&c->n_hits);
         return 0;

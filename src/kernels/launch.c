@@ -447,8 +447,12 @@ static int choose_config(const tt_sdpa_args *a, const tt__device_limits *lim, tt
      * or an older schedule may not fit this device: then the default. */
     /* A default answer (nothing tuned, or no daemon) is the portable one;
      * this device's own default is at least as good. */
+    /* Tuned per GQA group: kernels that pack a group's rows differ by it. */
+    tt_key_v2 k2;
+    tt__key_from_v1(&key, &k2);
+    k2.group = a->heads_kv > 0 && a->heads_q / a->heads_kv <= TT_GROUP_MAX ? (int32_t)(a->heads_q / a->heads_kv) : 1;
     if (process_client && key.seqlen_q <= TT_SEQLEN_MAX && key.seqlen_k <= TT_SEQLEN_MAX &&
-        tt_lookup(process_client, &key, &res) == 0 && res.match != TT_MATCH_DEFAULT &&
+        tt_lookup_v2(process_client, &k2, &res) == 0 && res.match != TT_MATCH_DEFAULT &&
         tt__variant_check(&res.config, key.head_dim, lim, NULL, 0) == 0) {
         *out = res.config;
         return 0;

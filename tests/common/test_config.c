@@ -96,21 +96,21 @@ TEST(knob_table_walks_every_field) {
 TEST(defaults_exist_for_every_supported_key) {
     int dims[] = {32, 64, 96, 128, 256};
     for (int i = 0; i < 5; i++) {
-        tt_key k;
+        tt_key_v2 k;
         memset(&k, 0, sizeof k);
         k.head_dim = dims[i];
         k.seqlen_q = k.seqlen_k = 1024;
         tt_config c;
-        ASSERT_OK(tt_config_default(&k, &c));
+        ASSERT_OK(tt_config_default_v2(&k, &c));
         ASSERT_OK(tt__config_check_ranges(&c, NULL, 0));
     }
-    tt_key k = {.head_dim = 80, .seqlen_q = 1, .seqlen_k = 1};
+    tt_key_v2 k = {.head_dim = 80, .seqlen_q = 1, .seqlen_k = 1};
     tt_config c;
-    ASSERT_EQ(tt_config_default(&k, &c), TT_ERR_UNSUPPORTED);
+    ASSERT_EQ(tt_config_default_v2(&k, &c), TT_ERR_UNSUPPORTED);
 }
 
 TEST(key_check_names_what_is_wrong) {
-    tt_key k;
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.head_dim = 128;
     k.seqlen_q = k.seqlen_k = 4096;

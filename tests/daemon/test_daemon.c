@@ -31,8 +31,8 @@ static tt_config cfg_b(void) {
     return c;
 }
 
-static tt_key mkkey(const char *gpu, int hdim, int64_t sq, int64_t sk) {
-    tt_key k;
+static tt_key_v2 mkkey(const char *gpu, int hdim, int64_t sq, int64_t sk) {
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.dtype = TT_DTYPE_FP16;
     k.head_dim = hdim;
@@ -45,7 +45,7 @@ static tt_key mkkey(const char *gpu, int hdim, int64_t sq, int64_t sk) {
 
 static void seed_two(const td *t, char gpu[TT_ID_MAX]) {
     td_fake_gpu(gpu);
-    tt_key k = mkkey(gpu, 128, 512, 512);
+    tt_key_v2 k = mkkey(gpu, 128, 512, 512);
     tt_config a = cfg_a(), b = cfg_b();
     td_seed(t->db, &k, &a, 150.5);
     k = mkkey(gpu, 128, 4096, 4096);
@@ -163,7 +163,8 @@ TEST(every_malformed_class_gets_err_and_daemon_goes_on) {
         {"LOOKUP dtype=fp16 hdim=128 seqlen_q=99999999999999999999999", 0, "range"},
         {"LOOKUP dtype=fp16 hdim=128 seqlen_q=12x", 0, "range"},             /* not a number */
         {"LOOKUP dtype=fp16 hdim=abc seqlen_q=1", 0, "range"},
-        {"LOOKUP dtype=fp16 hdim=128 causal=2 seqlen_q=1", 0, "range"},
+        {"LOOKUP dtype=fp16 hdim=128 causal=3 seqlen_q=1", 0, "range"},
+        {"LOOKUP dtype=fp16 hdim=128 group=0 seqlen_q=1", 0, "range"},
         {"LOOKUP dtype=fp32 hdim=128 seqlen_q=1", 0, "unsupported"},        /* dtype */
         {"LOOKUP dtype=fp16 hdim=48 seqlen_q=1", 0, "unsupported"},         /* head_dim */
         {"LOOKUP dtype=fp16 hdim=128 seqlen_q=1 gpu=XYZ", 0, "field"},
@@ -181,6 +182,10 @@ TEST(every_malformed_class_gets_err_and_daemon_goes_on) {
         {"TUNE dtype=fp16 hdim=63 seqlen=1", 0, "unsupported"},
         {"TUNE dtype=fp16 hdim=64 seqlen=128 mode=lazy", 0, "unsupported"},
         {"TUNE dtype=fp16 hdim=64", 0, "field"},
+        {"TUNE dtype=fp16 hdim=64 seqlen=1 causal=3", 0, "range"},
+        {"TUNE dtype=fp16 hdim=64 seqlen=1 group=0", 0, "range"},
+        {"TUNE grid=training", 0, "unsupported"},
+        {"TUNE grid=inference dtype=fp16", 0, "field"},
         {"CANCEL job=999", 0, "notfound"},
         {"CANCEL job=-3", 0, "range"},
     };

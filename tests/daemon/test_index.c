@@ -3,8 +3,8 @@
 #include "tuner/daemon/index.h"
 #include "tt_test.h"
 
-static tt_key key(const char *gpu, int hdim, int causal, int64_t sq, int64_t sk) {
-    tt_key k;
+static tt_key_v2 key(const char *gpu, int hdim, int causal, int64_t sq, int64_t sk) {
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.dtype = TT_DTYPE_BF16;
     k.head_dim = hdim;
@@ -18,8 +18,8 @@ static tt_key key(const char *gpu, int hdim, int causal, int64_t sq, int64_t sk)
 
 static tt_config cfg(int block_m) {
     tt_config c;
-    tt_key k = key("a", 128, 0, 1, 1);
-    ASSERT_OK(tt_config_default(&k, &c));
+    tt_key_v2 k = key("a", 128, 0, 1, 1);
+    ASSERT_OK(tt_config_default_v2(&k, &c));
     c.block_m = block_m;
     return c;
 }
@@ -27,7 +27,7 @@ static tt_config cfg(int block_m) {
 TEST(exact_nearest_default) {
     tt_index *ix;
     ASSERT_OK(tt_index_new(&ix));
-    tt_key k = key("a1", 128, 0, 512, 512);
+    tt_key_v2 k = key("a1", 128, 0, 512, 512);
     tt_config c512 = cfg(64), c4k = cfg(128);
     ASSERT_OK(tt_index_put(ix, &k, &c512, 100));
     k = key("a1", 128, 0, 4096, 4096);
@@ -72,7 +72,7 @@ TEST(exact_nearest_default) {
 TEST(replace_and_remove) {
     tt_index *ix;
     ASSERT_OK(tt_index_new(&ix));
-    tt_key k = key("a1", 64, 0, 128, 128);
+    tt_key_v2 k = key("a1", 64, 0, 128, 128);
     tt_config c1 = cfg(64), c2 = cfg(32);
     ASSERT_OK(tt_index_put(ix, &k, &c1, 1));
     ASSERT_OK(tt_index_put(ix, &k, &c2, 2));
@@ -85,7 +85,7 @@ TEST(replace_and_remove) {
     ASSERT_EQ(tt_index_count(ix), 0);
     ASSERT_OK(tt_index_lookup(ix, &k, &r));
     ASSERT_EQ(r.match, TT_MATCH_DEFAULT);
-    tt_key nogpu = key("", 64, 0, 1, 1);
+    tt_key_v2 nogpu = key("", 64, 0, 1, 1);
     ASSERT_EQ(tt_index_put(ix, &nogpu, &c1, 1), TT_ERR_INVAL);
     tt_index_free(ix);
     tt_index_free(NULL);
@@ -99,7 +99,7 @@ TEST(many_keys_grow_and_shrink) {
     for (int g = 0; g < 8; g++)
         for (int s = 1; s <= 2000; s++) {
             snprintf(gpu, sizeof gpu, "%x", g + 10);
-            tt_key k = key(gpu, 128, s & 1, s, s);
+            tt_key_v2 k = key(gpu, 128, s & 1, s, s);
             ASSERT_OK(tt_index_put(ix, &k, &c, s));
         }
     ASSERT_EQ(tt_index_count(ix), 16000);
@@ -107,7 +107,7 @@ TEST(many_keys_grow_and_shrink) {
     for (int g = 0; g < 8; g++)
         for (int s = 2; s <= 2000; s += 2) {
             snprintf(gpu, sizeof gpu, "%x", g + 10);
-            tt_key k = key(gpu, 128, s & 1, s, s);
+            tt_key_v2 k = key(gpu, 128, s & 1, s, s);
             ASSERT_EQ(tt_index_remove(ix, &k), 1);
         }
     ASSERT_EQ(tt_index_count(ix), 8000);
@@ -115,7 +115,7 @@ TEST(many_keys_grow_and_shrink) {
     for (int g = 0; g < 8; g++)
         for (int s = 1; s <= 2000; s++) {
             snprintf(gpu, sizeof gpu, "%x", g + 10);
-            tt_key k = key(gpu, 128, s & 1, s, s);
+            tt_key_v2 k = key(gpu, 128, s & 1, s, s);
             ASSERT_OK(tt_index_lookup(ix, &k, &r));
             if (s & 1) {
                 ASSERT_EQ(r.match, TT_MATCH_EXACT);

@@ -221,7 +221,7 @@ TEST(a_bad_record_is_reported_and_the_rest_read) {
 
 /* ---- shards ------------------------------------------------------------------ */
 
-static size_t make_grid(tt_key *keys) {
+static size_t make_grid(tt_key_v2 *keys) {
     static const int64_t seqlens[] = {128, 512, 1000, 2048, 4096, 16384, 512 /* a duplicate */};
     static const int hdims[] = {64, 128, 256};
     size_t n = 0;
@@ -229,7 +229,7 @@ static size_t make_grid(tt_key *keys) {
         for (int h = 0; h < 3; h++)
             for (int c = 0; c < 2; c++)
                 for (int s = 0; s < 7; s++) {
-                    tt_key *k = &keys[n++];
+                    tt_key_v2 *k = &keys[n++];
                     memset(k, 0, sizeof *k);
                     k->dtype = (tt_dtype)d;
                     k->head_dim = hdims[h];
@@ -241,7 +241,7 @@ static size_t make_grid(tt_key *keys) {
 }
 
 TEST(shards_are_disjoint_cover_the_grid_and_balance) {
-    tt_key grid[128], part[128], uniq[128];
+    tt_key_v2 grid[128], part[128], uniq[128];
     size_t n = make_grid(grid);
     memcpy(uniq, grid, sizeof grid);
     size_t nu = tt_shard_select(uniq, n, 1, 1);
@@ -255,7 +255,7 @@ TEST(shards_are_disjoint_cover_the_grid_and_balance) {
             memcpy(part, grid, sizeof grid);
             for (size_t i = 0; i < n; i++) {
                 size_t j = (i * 7 + (size_t)idx) % n;
-                tt_key t = part[i];
+                tt_key_v2 t = part[i];
                 part[i] = part[j];
                 part[j] = t;
             }
@@ -364,7 +364,7 @@ TEST(faster_merge_is_order_independent_and_idempotent) {
         else free(content);
     }
     /* the near-tie went to the smaller config text, not to the fastest */
-    ASSERT_CONTAINS(first, "|1024|1024|4|16|0|128|32|");
+    ASSERT_CONTAINS(first, "|1024|1024|1|4|16|0|128|32|");
     /* idempotent: the whole database (gpu, kernel_rev too) stays as it is */
     char db[300];
     snprintf(db, sizeof db, "%s/perm0.db", dir);
@@ -401,15 +401,15 @@ TEST(fill_never_replaces_and_newer_takes_the_later) {
     ASSERT_EQ(c.replaced, 0);
     ASSERT_EQ(c.kept, 2);
     char *after = fu_db_content(db, 1);
-    ASSERT(strncmp(before, after, strlen(before)) == 0 || strstr(after, "|1024|1024|4|16|0|128|64|"));
-    ASSERT_CONTAINS(after, "|1024|1024|4|16|0|128|64|"); /* the slower stays: fill */
+    ASSERT(strncmp(before, after, strlen(before)) == 0 || strstr(after, "|1024|1024|1|4|16|0|128|64|"));
+    ASSERT_CONTAINS(after, "|1024|1024|1|4|16|0|128|64|"); /* the slower stays: fill */
     free(before);
     free(after);
     /* newer: 2048 takes b's later (slower) record, 1024 keeps a's later one */
     c = import_file(db, f2, TT_POLICY_NEWER, 0);
     ASSERT_EQ(c.replaced, 1);
     after = fu_db_content(db, 1);
-    ASSERT_CONTAINS(after, "|2048|2048|4|16|0|128|32|");
+    ASSERT_CONTAINS(after, "|2048|2048|1|4|16|0|128|32|");
     free(after);
     /* faster: 1024 goes to b's 1.0 ms */
     c = import_file(db, f2, TT_POLICY_FASTER, 0);

@@ -383,7 +383,7 @@ typedef struct keyrun {
     const tt_wtask *t;
     tt_wemit emit;
     void *ud;
-    int32_t B, H, D;
+    int32_t B, H, Hkv, D; /* H: query heads; Hkv: K/V heads, H / the key's group */
     int64_t Lq, Lk;
     int bf16;
     long long nq, nk, nlse;
@@ -419,11 +419,12 @@ static tt_sdpa_params params_for(const keyrun *r, int set) {
     p.q_head_stride = p.o_head_stride = r->Lq * r->D;
     p.k_head_stride = p.v_head_stride = r->Lk * r->D;
     p.q_batch_stride = p.o_batch_stride = (tt_i64)r->H * r->Lq * r->D;
-    p.k_batch_stride = p.v_batch_stride = (tt_i64)r->H * r->Lk * r->D;
+    p.k_batch_stride = p.v_batch_stride = (tt_i64)r->Hkv * r->Lk * r->D;
     p.lse_head_stride = r->Lq;
     p.lse_batch_stride = (tt_i64)r->H * r->Lq;
     p.batch = r->B;
-    p.heads_q = p.heads_kv = r->H;
+    p.heads_q = r->H;
+    p.heads_kv = r->Hkv;
     p.seqlen_q = (int)r->Lq;
     p.seqlen_k = (int)r->Lk;
     p.scale = (float)(1.0 / sqrt((double)r->D));
@@ -475,7 +476,7 @@ static tt__variant reference_variant(const keyrun *r) {
     tt__reference_config(&v.config);
     v.head_dim = r->D;
     v.dtype = r->t->key.dtype;
-    v.causal = r->t->key.causal ? 1 : 0;
+    v.causal = r->t->key.causal;
     v.arch = r->w->dev.limits.arch;
     return v;
 }
@@ -506,7 +507,7 @@ static int run_reference(keyrun *r) {
         int b = planes[p][0], h = planes[p][1];
         r->plane_q[p] = ((long long)b * r->H + h) * r->Lq * r->D;
         r->plane_lse[p] = ((long long)b * r->H + h) * r->Lq;
-        long long off_k = ((long long)b * r->H + h) * r->Lk * r->D;
+        long long off_k = ((long long)b * r->Hkv + h / (r->H / r->Hkv)) * r->Lk * r->D;
         P.q = (const char *)P.q + r->plane_q[p] * 2;
         P.k = (const char *)P.k + off_k * 2;
         P.v = (const char *)P.v + off_k * 2;
@@ -752,7 +753,7 @@ static void say_timed(keyrun *r, cand *c, const char *status) {
     char extra[256];
     int n = snprintf(extra, sizeof extra, " time_ms=%.6g tflops=%.4g time_min_ms=%.6g spread=%.4g reps=%d rel_err=%.3g",
                      c->st.median_ms,
-                     tt_wtflops(r->B, r->H, r->Lq, r->Lk, r->D, r->t->key.causal, c->st.median_ms),
+                     tt_wtflops(r->B, r->H, r->Lq, r->Lk, r->D, r->t->key.causal == TT_CAUSAL_TOP_LEFT, c->st.median_ms),
                      c->st.min_ms, c->st.spread, c->st.reps, c->rel);
     if (cond->sm_clock_mhz >= 0) n += snprintf(extra + n, sizeof extra - (size_t)n, " sm_clock_mhz=%d", cond->sm_clock_mhz);
     if (cond->temp_c >= 0) n += snprintf(extra + n, sizeof extra - (size_t)n, " temp_c=%d", cond->temp_c);
@@ -769,7 +770,9 @@ static int candidates(keyrun *r, cand **out, int *n) {
     tt_worker *w = r->w;
     tt__space_entry *e = NULL;
     size_t ne = 0;
-    if (tt__space_enumerate(&r->t->key, &w->dev.limits, 0, NULL, 1, &e, &ne, r->err, sizeof r->err) < 0) return -1;
+    tt_key k1;
+    tt__key_to_v1(&r->t->key, &k1);
+    if (tt__space_enumerate(&k1, &w->dev.limits, 0, NULL, 1, &e, &ne, r->err, sizeof r->err) < 0) return -1;
     cand *c = calloc(ne + 2, sizeof *c);
     if (!c) {
         free(e);
@@ -793,7 +796,7 @@ static int candidates(keyrun *r, cand **out, int *n) {
             v.config.q_in_regs = f == TT_FAULT_HANG;
             v.head_dim = r->D;
             v.dtype = r->t->key.dtype;
-            v.causal = r->t->key.causal ? 1 : 0;
+            v.causal = r->t->key.causal;
             v.arch = w->dev.limits.arch;
             v.fault = f;
             c[k++].v = v;
@@ -927,7 +930,11 @@ int tt_worker_measure(tt_worker *w, const tt_wtask *t, tt_wemit emit, void *ud) 
     r.Lq = t->key.seqlen_q;
     r.Lk = t->key.seqlen_k;
     r.bf16 = t->key.dtype == TT_DTYPE_BF16;
-    tt_wproblem(r.Lq, r.D, t->batch, t->heads, &r.B, &r.H);
+    tt_wdims dims;
+    tt_wshape(&t->key, t->batch, t->heads, &dims);
+    r.B = dims.batch;
+    r.H = dims.heads_q;
+    r.Hkv = dims.heads_kv;
     /* The daemon takes batch up to 2^20 but the grid's y and z (heads,
      * batch) stop at 65535: every launch would fail and read as "no
      * correct variant". And B*H*L*D*2 bytes must not wrap. */
@@ -936,7 +943,7 @@ int tt_worker_measure(tt_worker *w, const tt_wtask *t, tt_wemit emit, void *ud) 
                   __builtin_mul_overflow((long long)r.B * r.H, (r.Lq > r.Lk ? r.Lq : r.Lk) * r.D * 2, &bytes);
     if (!too_big) {
         r.nq = (long long)r.B * r.H * r.Lq * r.D;
-        r.nk = (long long)r.B * r.H * r.Lk * r.D;
+        r.nk = (long long)r.B * r.Hkv * r.Lk * r.D;
         r.nlse = (long long)r.B * r.H * r.Lq;
     }
     const char *fail = NULL;
