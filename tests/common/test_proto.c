@@ -62,6 +62,33 @@ TEST(key_fields_round_trip) {
     ASSERT_OK(memcmp(&k, &back, sizeof k));
 }
 
+TEST(group_and_bottom_right_round_trip_and_canonicalize) {
+    tt__msg m;
+    const char *err;
+    char e[128], line[256] = "LOOKUP ";
+    tt_key_v2 k, back;
+    ASSERT_OK(parse("LOOKUP dtype=bf16 hdim=128 causal=2 seqlen_q=8 seqlen_k=32768 group=8", &m, &err));
+    ASSERT_OK(tt__key_from_msg(&m, &k, e, sizeof e));
+    ASSERT_EQ(k.causal, 2);
+    ASSERT_EQ(k.group, 8);
+    ASSERT(tt__key_format(&k, line + 7, sizeof line - 7) > 0);
+    ASSERT_CONTAINS(line, " group=8");
+    ASSERT_OK(parse(line, &m, &err));
+    ASSERT_OK(tt__key_from_msg(&m, &back, e, sizeof e));
+    ASSERT_OK(memcmp(&k, &back, sizeof k));
+    /* group 1 is left off the line: what a daemon without groups reads */
+    k.group = 1;
+    ASSERT(tt__key_format(&k, line + 7, sizeof line - 7) > 0);
+    ASSERT(strstr(line, "group") == NULL);
+    /* parsed keys are canonical */
+    ASSERT_OK(parse("LOOKUP dtype=bf16 hdim=128 causal=2 seqlen_q=1 seqlen_k=32768", &m, &err));
+    ASSERT_OK(tt__key_from_msg(&m, &k, e, sizeof e));
+    ASSERT_EQ(k.causal, 0);
+    ASSERT_OK(parse("LOOKUP dtype=bf16 hdim=128 seqlen_q=4096 group=8", &m, &err));
+    ASSERT_OK(tt__key_from_msg(&m, &k, e, sizeof e));
+    ASSERT_EQ(k.group, 1);
+}
+
 TEST(key_errors_name_the_field) {
     tt__msg m;
     const char *err;

@@ -69,6 +69,112 @@ TEST(exact_nearest_default) {
     tt_index_free(ix);
 }
 
+/* The lookup of the issue that defined regimes: with only square keys
+ * tuned, a decode key answered the config of seqlen 128. */
+TEST(nearest_never_crosses_regimes) {
+    tt_index *ix;
+    ASSERT_OK(tt_index_new(&ix));
+    tt_config sq = cfg(192), dec = cfg(16), chunk = cfg(64);
+    int64_t squares[] = {128, 1024, 32768};
+    for (int i = 0; i < 3; i++) {
+        tt_key_v2 k = key("a1", 128, 0, squares[i], squares[i]);
+        ASSERT_OK(tt_index_put(ix, &k, &sq, 300));
+    }
+    tt_lookup_result r;
+    tt_config def;
+    /* decode over a long cache: nothing of its regime is tuned */
+    tt_key_v2 k = key("a1", 128, 0, 1, 32768);
+    ASSERT_OK(tt_index_lookup(ix, &k, &r));
+    ASSERT_EQ(r.match, TT_MATCH_DEFAULT);
+    ASSERT_EQ(r.seqlen_q, 1);
+    ASSERT_EQ(r.seqlen_k, 32768);
+    ASSERT_OK(tt_config_default_v2(&k, &def));
+    ASSERT(tt_config_equal(&r.config, &def));
+    /* chunked prefill: neither */
+    k = key("a1", 128, 0, 512, 32768);
+    ASSERT_OK(tt_index_lookup(ix, &k, &r));
+    ASSERT_EQ(r.match, TT_MATCH_DEFAULT);
+    /* one decode and one chunk key tuned: each regime answers its own,
+     * however near the other regime's key is in log space */
+    k = key("a1", 128, 0, 16, 4096);
+    ASSERT_OK(tt_index_put(ix, &k, &dec, 5));
+    k = key("a1", 128, 0, 512, 131072);
+    ASSERT_OK(tt_index_put(ix, &k, &chunk, 50));
+    k = key("a1", 128, 0, 17, 4096); /* chunk, next to the decode key */
+    ASSERT_OK(tt_index_lookup(ix, &k, &r));
+    ASSERT_EQ(r.match, TT_MATCH_NEAREST);
+    ASSERT_EQ(r.seqlen_q, 512);
+    ASSERT(tt_config_equal(&r.config, &chunk));
+    k = key("a1", 128, 0, 1, 131072);
+    ASSERT_OK(tt_index_lookup(ix, &k, &r));
+    ASSERT_EQ(r.seqlen_q, 16);
+    ASSERT(tt_config_equal(&r.config, &dec));
+    k = key("a1", 128, 0, 17, 64); /* prefill (17 x 4 > 64) */
+    ASSERT_OK(tt_index_lookup(ix, &k, &r));
+    ASSERT_EQ(r.seqlen_q, 128);
+    ASSERT(tt_config_equal(&r.config, &sq));
+    tt_index_free(ix);
+}
+
+TEST(group_and_causal_alignment_are_part_of_the_key) {
+    tt_index *ix;
+    ASSERT_OK(tt_index_new(&ix));
+    tt_config g1 = cfg(16), g8 = cfg(64), tl = cfg(128);
+    tt_key_v2 k = key("a1", 128, 2, 8, 32768);
+    k.group = 1;
+    ASSERT_OK(tt_index_put(ix, &k, &g1, 1));
+    k.group = 8;
+    ASSERT_OK(tt_index_put(ix, &k, &g8, 2));
+    tt_lookup_result r;
+    ASSERT_OK(tt_index_lookup(ix, &k, &r));
+    ASSERT_EQ(r.match, TT_MATCH_EXACT);
+    ASSERT(tt_config_equal(&r.config, &g8));
+    /* distance in log(group): 4 and 6 are nearer 8, 2 nearer 1 */
+    k.group = 4;
+    ASSERT_OK(tt_index_lookup(ix, &k, &r));
+    ASSERT_EQ(r.match, TT_MATCH_NEAREST);
+    ASSERT(tt_config_equal(&r.config, &g8));
+    k.group = 6;
+    ASSERT_OK(tt_index_lookup(ix, &k, &r));
+    ASSERT(tt_config_equal(&r.config, &g8));
+    k.group = 2;
+    ASSERT_OK(tt_index_lookup(ix, &k, &r));
+    ASSERT(tt_config_equal(&r.config, &g1));
+    /* group 0 reads as 1 */
+    k.group = 0;
+    ASSERT_OK(tt_index_lookup(ix, &k, &r));
+    ASSERT_EQ(r.match, TT_MATCH_EXACT);
+    ASSERT(tt_config_equal(&r.config, &g1));
+    /* top-left is another mask: its own keys, never bottom-right's */
+    k = key("a1", 128, 1, 8, 32768);
+    ASSERT_OK(tt_index_lookup(ix, &k, &r));
+    ASSERT_EQ(r.match, TT_MATCH_DEFAULT);
+    ASSERT_OK(tt_index_put(ix, &k, &tl, 3));
+    k.causal = 2;
+    k.group = 1;
+    ASSERT_OK(tt_index_lookup(ix, &k, &r));
+    ASSERT(tt_config_equal(&r.config, &g1));
+    /* equal masks are one key: bottom-right over one query row is no
+     * mask; over a square problem it is top-left */
+    tt_key_v2 one = key("a1", 64, 0, 1, 4096);
+    ASSERT_OK(tt_index_put(ix, &one, &g1, 4));
+    one.causal = 2;
+    ASSERT_OK(tt_index_lookup(ix, &one, &r));
+    ASSERT_EQ(r.match, TT_MATCH_EXACT);
+    tt_key_v2 square = key("a1", 64, 1, 2048, 2048);
+    ASSERT_OK(tt_index_put(ix, &square, &tl, 5));
+    square.causal = 2;
+    ASSERT_OK(tt_index_lookup(ix, &square, &r));
+    ASSERT_EQ(r.match, TT_MATCH_EXACT);
+    /* a prefill key is the same problem whatever the group */
+    square.group = 8;
+    ASSERT_OK(tt_index_lookup(ix, &square, &r));
+    ASSERT_EQ(r.match, TT_MATCH_EXACT);
+    ASSERT_EQ(tt_index_remove(ix, &square), 1);
+    ASSERT_EQ(tt_index_remove(ix, &square), 0);
+    tt_index_free(ix);
+}
+
 TEST(replace_and_remove) {
     tt_index *ix;
     ASSERT_OK(tt_index_new(&ix));
