@@ -36,6 +36,19 @@ class Binding(unittest.TestCase):
         self.assertEqual(list(d), ["family", "block_m", "block_n", "warps", "stages", "layout",
                                    "q_in_regs"])
 
+    def test_causal_takes_three_alignments(self):
+        top = tiletune.default_config(128, "bf16", causal=True, seqlen_q=8, seqlen_k=4096)
+        self.assertEqual(tiletune.default_config(128, "bf16", causal=1, seqlen_q=8, seqlen_k=4096), top)
+        self.assertEqual(tiletune.default_config(128, "bf16", causal="top_left", seqlen_q=8, seqlen_k=4096), top)
+        # both alignments take the causal default row
+        self.assertEqual(tiletune.default_config(128, "bf16", causal="bottom_right", seqlen_q=8,
+                                                 seqlen_k=4096), top)
+        self.assertEqual(tiletune.default_config(128, "bf16", causal=tiletune.CAUSAL_BOTTOM_RIGHT, seqlen_q=8,
+                                                 seqlen_k=4096), top)
+        for bad in (3, -1, "bottom-right", 1.5):
+            with self.assertRaises(ValueError):
+                tiletune.default_config(128, "bf16", causal=bad, seqlen_q=8)
+
     def test_bad_configs(self):
         with self.assertRaises(ValueError):
             tiletune.parse_config("block_m=64")

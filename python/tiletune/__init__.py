@@ -162,11 +162,30 @@ def _dtype_code(dtype):
     raise TypeError(f"unsupported dtype {name}: tiletune takes torch.float16 or torch.bfloat16")
 
 
+CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
+_CAUSAL_NAMES = {"none": 0, "top_left": 1, "bottom_right": 2}
+
+
+def _causal_code(causal):
+    """False/True (True: PyTorch's is_causal, top-left), 0/1/2, or "none",
+    "top_left", "bottom_right" (flash-attn's: query i sees keys
+    j <= i + seqlen_k - seqlen_q)."""
+    if isinstance(causal, str):
+        if causal not in _CAUSAL_NAMES:
+            raise ValueError(f"causal must be one of {sorted(_CAUSAL_NAMES)}, not {causal!r}")
+        return _CAUSAL_NAMES[causal]
+    if isinstance(causal, bool) or causal is None:
+        return 1 if causal else 0
+    if causal in (0, 1, 2):
+        return int(causal)
+    raise ValueError(f"causal must be False, True, 0, 1, 2 or a name, not {causal!r}")
+
+
 def _key(head_dim, dtype, causal, seqlen_q, seqlen_k):
     key = _Key()
     key.dtype = _dtype_code(dtype)
     key.head_dim = int(head_dim)
-    key.causal = 1 if causal else 0
+    key.causal = _causal_code(causal)
     key.seqlen_q = int(seqlen_q)
     key.seqlen_k = int(seqlen_k if seqlen_k is not None else seqlen_q)
     return key
