@@ -159,7 +159,9 @@ typedef struct tt_lookup_result {
     double tflops;       /* measured TFLOP/s of the record; 0 if none */
     int64_t seqlen_q;    /* the key the record was tuned for */
     int64_t seqlen_k;
-    int64_t reserved[4];
+    int32_t group;       /* its GQA group (0 from a daemon before groups: 1) */
+    int32_t reserved32;
+    int64_t reserved[3];
 } tt_lookup_result;
 
 /* The name of a match kind: "exact", "nearest", "default". */

@@ -166,7 +166,7 @@ static int cmd_lookup(cli *c) {
     if (cli_request(c, line, &r)) return CLI_FAIL;
     const char *match = tt__msg_get(&r.msg, "match"), *cfg = tt__msg_get(&r.msg, "config");
     const char *sq = tt__msg_get(&r.msg, "seqlen_q"), *sk = tt__msg_get(&r.msg, "seqlen_k");
-    const char *tf = tt__msg_get(&r.msg, "tflops");
+    const char *tf = tt__msg_get(&r.msg, "tflops"), *grp = tt__msg_get(&r.msg, "group");
     if (!match || !cfg || !sq || !sk) {
         tt__reply_free(&r);
         return cli_fail("the daemon's LOOKUP reply lacks match, config or seqlens");
@@ -178,6 +178,7 @@ static int cmd_lookup(cli *c) {
         json_object_set_new(o, "config_text", json_string(cfg));
         json_object_set_new(o, "seqlen_q", cli_json_value(sq));
         json_object_set_new(o, "seqlen_k", cli_json_value(sk));
+        json_object_set_new(o, "group", grp ? cli_json_value(grp) : json_integer(1));
         json_object_set_new(o, "tflops", tf ? cli_json_value(tf) : json_null());
         rc = cli_json_print(o);
     } else {
@@ -185,7 +186,7 @@ static int cmd_lookup(cli *c) {
         if (strcmp(match, "default") == 0)
             snprintf(tuned, sizeof tuned, "nothing tuned: the built-in default");
         else
-            snprintf(tuned, sizeof tuned, "seqlen_q=%s seqlen_k=%s", sq, sk);
+            snprintf(tuned, sizeof tuned, "seqlen_q=%s seqlen_k=%s%s%s", sq, sk, grp ? " group=" : "", grp ? grp : "");
         snprintf(knobs, sizeof knobs, "%s", cfg);
         for (char *p = knobs; *p; p++)
             if (*p == ',') *p = ' ';

@@ -244,6 +244,9 @@ static int parse_lookup(const tt__msg *m, tt_lookup_result *res) {
     if (tt__parse_i64(tt__msg_get(m, "seqlen_q"), 1, TT_SEQLEN_MAX, &r.seqlen_q) < 0 ||
         tt__parse_i64(tt__msg_get(m, "seqlen_k"), 1, TT_SEQLEN_MAX, &r.seqlen_k) < 0)
         return TT_ERR_PROTO;
+    int64_t g = 1;
+    if ((s = tt__msg_get(m, "group")) && tt__parse_i64(s, 1, TT_GROUP_MAX, &g) < 0) return TT_ERR_PROTO;
+    r.group = (int32_t)g;
     if ((s = tt__msg_get(m, "tflops"))) {
         char *end;
         r.tflops = strtod(s, &end);

@@ -65,6 +65,7 @@ int tt__lookup_default(const tt_key_v2 *key, tt_lookup_result *out) {
     r.match = TT_MATCH_DEFAULT;
     r.seqlen_q = key->seqlen_q;
     r.seqlen_k = key->seqlen_k;
+    r.group = key->group > 1 ? key->group : 1;
     *out = r;
     return 0;
 }

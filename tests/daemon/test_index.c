@@ -134,6 +134,7 @@ TEST(group_and_causal_alignment_are_part_of_the_key) {
     ASSERT_OK(tt_index_lookup(ix, &k, &r));
     ASSERT_EQ(r.match, TT_MATCH_NEAREST);
     ASSERT(tt_config_equal(&r.config, &g8));
+    ASSERT_EQ(r.group, 8); /* the record that answered */
     k.group = 6;
     ASSERT_OK(tt_index_lookup(ix, &k, &r));
     ASSERT(tt_config_equal(&r.config, &g8));

@@ -136,6 +136,10 @@ static void h_lookup(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     p = put_u64(p, (uint64_t)r.seqlen_q);
     p = stpcpy(p, " seqlen_k=");
     p = put_u64(p, (uint64_t)r.seqlen_k);
+    if (r.group > 1) { /* group 1 left off: the reply of a daemon before groups */
+        p = stpcpy(p, " group=");
+        p = put_u64(p, (uint64_t)r.group);
+    }
     if (r.match != TT_MATCH_DEFAULT && r.tflops >= 0 && r.tflops < 1e12) {
         uint64_t c = (uint64_t)(r.tflops * 100 + 0.5); /* %.2f */
         p = stpcpy(p, " tflops=");

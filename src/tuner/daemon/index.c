@@ -221,6 +221,7 @@ static void answer(const entry *e, tt_match m, tt_lookup_result *out) {
     out->tflops = e->tflops;
     out->seqlen_q = e->key.seqlen_q;
     out->seqlen_k = e->key.seqlen_k;
+    out->group = e->key.group;
 }
 
 int tt_index_lookup(const tt_index *ix, const tt_key_v2 *key_in, tt_lookup_result *out) {
