@@ -58,6 +58,11 @@ TEST(group_and_bottom_right_round_trip) {
     ASSERT(strstr(line, "group") == NULL);
     ASSERT_OK(tt_fleet_rec_parse(line, (size_t)n, kernel_rule, NOW, &b, err, sizeof err));
     ASSERT_EQ(b.rec.key.group, 1);
+    /* read canonical: bottom-right over one query row is no mask */
+    a.rec.key.seqlen_q = 1;
+    n = tt_fleet_rec_format(&a, line, sizeof line);
+    ASSERT_OK(tt_fleet_rec_parse(line, (size_t)n, kernel_rule, NOW, &b, err, sizeof err));
+    ASSERT_EQ(b.rec.key.causal, 0);
 }
 
 /* One record line with a field replaced (or added): `edit` is a JSON

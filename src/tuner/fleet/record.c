@@ -142,7 +142,11 @@ static int parse_key(const json_t *o, tt_key_v2 *k, char *err, size_t errlen) {
     if ((rc = get_int(o, "key.", "seqlen_q", 1, 1, TT_SEQLEN_MAX, &k->seqlen_q, NULL, err, errlen)) < 0 ||
         (rc = get_int(o, "key.", "seqlen_k", 1, 1, TT_SEQLEN_MAX, &k->seqlen_k, NULL, err, errlen)) < 0)
         return rc;
-    return tt__key_check(k, err, errlen);
+    if ((rc = tt__key_check(k, err, errlen)) < 0) return rc;
+    /* stored as the daemon looks it up (a hand-made table may spell an
+     * equal mask another way) */
+    tt__key_canon(k);
+    return 0;
 }
 
 static int parse_gpu(const json_t *o, const tt_key_v2 *k, tt_gpu_info *g, char *err, size_t errlen) {
