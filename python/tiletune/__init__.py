@@ -20,8 +20,9 @@ path. TILETUNE_LOG=1 prints, once per key, which config ran and why.
 
 from ._version import __version__
 from ._lib import (HEAD_DIMS, TT_DTYPE_BF16, TT_DTYPE_FP16, TT_ID_MAX, TT_CONFIG_TEXT_MAX,  # noqa: F401
-                   Lookup, TileTuneError, _Args, _Config, _Key, _device_index, _dtype_code, _load,
-                   _raise, client_stats, config_text, default_config, format_config, library_path,
+                   _ERR_INVAL, _ERR_NOGPU, _ERR_RANGE, _ERR_UNSUPPORTED, Lookup, TileTuneError,
+                   _Args, _Config, _config_struct, _current_device, _device_index, _dtype_code, _Key,
+                   _key, _load, _parse, _raise, client_stats, config_text, default_config, format_config, library_path,
                    lookup, parse_config, revision, socket_path, variants)
 
 __all__ = ["__version__", "sdpa", "attention", "AttentionCounts", "lookup", "Lookup", "stats",

@@ -262,6 +262,13 @@ def config_text(config, head_dim, dtype, causal=False, seqlen_q=1024, seqlen_k=N
     raise TypeError(f"config must be None, canonical text or a dict, not {type(config).__name__}")
 
 
+def _config_struct(config, head_dim, dtype, causal, seqlen_q, seqlen_k):
+    """A _Config from a _Config, canonical text or a dict of knobs."""
+    if isinstance(config, _Config):
+        return config
+    return _parse(config_text(config, head_dim, dtype, causal, seqlen_q, seqlen_k))
+
+
 def variants(head_dim, dtype, causal=False, seqlen_q=0, seqlen_k=None, device=None):
     """The variant space for a key on a CUDA device (default: torch's current
     one, else 0): every config the tuner measures, compiled (or taken from the

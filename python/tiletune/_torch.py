@@ -57,9 +57,6 @@ def _check_tensors(q, k, v, enable_gqa):
                          "(tiletune needs the value head dim equal to the query's)")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"head_dim of query ({q.shape[-1]}) and key ({k.shape[-1]}) differ")
-    if q.shape[-1] not in HEAD_DIMS:
-        raise ValueError(f"head_dim {q.shape[-1]} is not supported: tiletune takes "
-                         f"{', '.join(map(str, HEAD_DIMS))}")
     if q.shape[:-3] != k.shape[:-3]:
         raise ValueError(f"batch sizes differ: query {tuple(q.shape)}, key {tuple(k.shape)}")
     hq, hkv = q.shape[-3], k.shape[-3]
@@ -69,6 +66,13 @@ def _check_tensors(q, k, v, enable_gqa):
                              "grouped-query attention")
         if hkv == 0 or hq % hkv != 0:
             raise ValueError(f"query heads ({hq}) must be a multiple of key/value heads ({hkv})")
+
+
+def _check_supported(q, k):
+    """What the kernel takes, past what attention itself needs."""
+    if q.shape[-1] not in HEAD_DIMS:
+        raise ValueError(f"head_dim {q.shape[-1]} is not supported: tiletune takes "
+                         f"{', '.join(map(str, HEAD_DIMS))}")
     if k.shape[-2] == 0 and q.numel() != 0:
         raise ValueError("key and value have seqlen 0: attention over no keys is undefined")
 
@@ -98,11 +102,17 @@ def _check_args(query, key, value, attn_mask, dropout_p, scale):
 
 # ---- the eager path -----------------------------------------------------------------------
 
-def _launchable(t):
-    """Whether the kernel reads t in place: the last dim contiguous, every
-    other stride a non-negative multiple of 8 elements (16-byte rows)."""
+def _in_place(t):
+    """Whether the kernel reads t in place, pointer aside: the last dim
+    contiguous, every other stride a non-negative multiple of 8 elements."""
     s = t.stride()
     return s[-1] == 1 and all(x % 8 == 0 and x >= 0 for x in s[:-1])
+
+
+def _launchable(t):
+    """t itself if the kernel can read it in place (16-byte aligned too),
+    else a contiguous copy: any strided input works, as in torch."""
+    return t if _in_place(t) and t.data_ptr() % 16 == 0 else t.contiguous()
 
 
 def _strides3(t):
@@ -122,12 +132,12 @@ def _stream(index):
 
 class _Plan:
     """What does not change between two calls of one shape."""
-    __slots__ = ("empty", "fast", "template", "lse_shape", "dev", "key", "cfg", "why",
-                 "expires", "explicit", "negate", "scale")
+    __slots__ = ("empty", "fast", "template", "lse_shape", "dev", "key", "cfg", "cfg_ptr",
+                 "explicit", "negate", "scale")
 
 
 class _Choice:
-    __slots__ = ("cfg", "why", "expires", "logged", "tuned")
+    __slots__ = ("cfg", "ptr", "why", "expires", "logged", "tuned")
 
 
 _plans = {}
@@ -160,9 +170,11 @@ def _choose(lkey, dev):
     nearest), else the device's built-in default, with the reason. As
     tt_sdpa_fwd chooses with no config given, but done once per key here
     (again after _REASK_S when the answer was not exact)."""
-    now = time.monotonic()
     ch = _choices.get((lkey, dev))
-    if ch is not None and (ch.expires == 0 or now < ch.expires):
+    if ch is not None and ch.expires == 0:
+        return ch
+    now = time.monotonic()
+    if ch is not None and now < ch.expires:
         return ch
     dtype, hdim, causal, lq, lk = lkey
     key = _lib._key(hdim, "fp16" if dtype == TT_DTYPE_FP16 else "bf16", causal, lq, lk,
@@ -189,6 +201,7 @@ def _choose(lkey, dev):
         ch = _Choice()
         ch.logged = None
     ch.cfg, ch.why, ch.expires, ch.tuned = cfg, why, expires, tuned
+    ch.ptr = ctypes.pointer(cfg)
     _choices[(lkey, dev)] = ch
     _stats["lookups"] += 1
     _note(ch, lkey, dev)
@@ -210,6 +223,7 @@ def _refused(ch, lkey, dev, msg):
     dtype, hdim, causal, lq, lk = lkey
     key = _lib._key(hdim, "fp16" if dtype == TT_DTYPE_FP16 else "bf16", causal, lq, lk)
     ch.cfg = _lib._device_default(key, dev)
+    ch.ptr = ctypes.pointer(ch.cfg)
     ch.why = f"default: the tuned config was refused on this device ({msg})"
     ch.expires = 0
     ch.tuned = False
@@ -227,6 +241,7 @@ def _make_plan(q, k, v, is_causal, scale, config):
     p.key = (_DTYPES[q.dtype], D, 1 if is_causal else 0, Lq, Lk)
     p.explicit = config is not None
     p.cfg = _lib._parse(config) if config is not None else None
+    p.cfg_ptr = ctypes.pointer(p.cfg) if p.cfg is not None else None
     if p.explicit and ("explicit", p.key, p.dev, config) not in _logged:
         _logged.add(("explicit", p.key, p.dev, config))
         _log(f"{_key_text(p.key, p.dev)}: {config} (the config= argument)")
@@ -249,7 +264,7 @@ def _make_plan(q, k, v, is_causal, scale, config):
     # The output is allocated like the query (as torch does); its strides
     # are a function of the query's, so one probe tells them for the shape.
     o = torch.empty_like(q, device="meta")
-    p.fast = not p.negate and all(_launchable(t) for t in (q, k, v, o))
+    p.fast = not p.negate and all(_in_place(t) for t in (q, k, v, o))
     if p.fast:
         for field, t in (("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", o)):
             getattr(a, field)[:] = _strides3(t)
@@ -263,6 +278,7 @@ def _plan_for(q, k, v, is_causal, scale, enable_gqa, config):
     p = _plans.get(pk)
     if p is None:
         _check_tensors(q, k, v, enable_gqa)
+        _check_supported(q, k)
         if q.device.type != "cuda":
             raise TypeError(f"query is on {q.device}: tiletune.sdpa needs CUDA tensors")
         p = _make_plan(q, k, v, is_causal, scale, config)
@@ -277,12 +293,8 @@ def _launch(p, a, cfg_choice):
     """tt_sdpa_fwd with the plan's config (explicit, or chosen for the key);
     a tuned config the device refuses falls back to the device default."""
     lib = _lib._lib
-    if p.explicit:
-        a.config = ctypes.pointer(p.cfg)
-        ch = None
-    else:
-        ch = cfg_choice
-        a.config = ctypes.pointer(ch.cfg)
+    ch = cfg_choice
+    a.config = p.cfg_ptr if ch is None else ch.ptr
     err = _err_buf()
     rc = lib.tt_sdpa_fwd(ctypes.byref(a), err, 1024)
     if rc < 0 and ch is not None and ch.tuned and rc in (_lib._ERR_INVAL, _lib._ERR_RANGE):
@@ -290,7 +302,7 @@ def _launch(p, a, cfg_choice):
         # device default tells whether the config or the arguments are bad
         msg = err.value.decode(errors="replace")
         _refused(ch, p.key, p.dev, msg)
-        a.config = ctypes.pointer(ch.cfg)
+        a.config = ch.ptr
         rc = lib.tt_sdpa_fwd(ctypes.byref(a), err, 1024)
     if rc < 0:
         _lib._raise(rc, err, "tiletune.sdpa")
@@ -328,9 +340,9 @@ def _run(q, k, v, is_causal=False, scale=None, enable_gqa=False, config=None,
     _stats["slow_calls"] += 1
     if p.negate:
         q = torch.neg(q)
-    q, k, v = (t if _launchable(t) and t.data_ptr() % 16 == 0 else t.contiguous() for t in (q, k, v))
+    q, k, v = (_launchable(t) for t in (q, k, v))
     o = torch.empty_like(q) if out is None else out
-    dst = o if _launchable(o) and o.data_ptr() % 16 == 0 else \
+    dst = o if _in_place(o) and o.data_ptr() % 16 == 0 else \
         torch.empty_like(q, memory_format=torch.contiguous_format)
     a = _Args.from_buffer_copy(p.template)
     a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), dst.data_ptr()
@@ -361,6 +373,7 @@ _OP_OK = hasattr(torch, "library") and hasattr(torch.library, "custom_op")
 
 def _fake_out(query, key, value, enable_gqa):
     _check_tensors(query, key, value, enable_gqa)
+    _check_supported(query, key)
     return torch.empty_like(query)
 
 
@@ -387,7 +400,7 @@ if _OP_OK:
         o = _fake_out(query, key, value, enable_gqa)
         return o, query.new_empty(query.shape[:-1], dtype=torch.float32)
 
-    def _forward_only(ctx, grad):
+    def _forward_only(ctx, *grads):
         raise RuntimeError("tiletune::sdpa has no backward: the kernel is forward-only")
 
     for _o in (_op_sdpa, _op_sdpa_lse):
@@ -413,7 +426,7 @@ def _through_op(q):
     """Traced (torch.compile, export), a tensor subclass (fake, functional),
     a dispatch mode active, or meta tensors: go through the registered op,
     which these understand (its fake implementation gives the shapes). A plain eager call skips the dispatcher's cost."""
-    return type(q) is not torch.Tensor or _is_compiling() or _dispatch_depth() > 0 or q.is_meta
+    return _is_compiling() or type(q) is not torch.Tensor or _dispatch_depth() > 0 or q.is_meta
 
 
 def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
