@@ -9,6 +9,7 @@ Settings: TILETUNE_TEST_DAEMON (tiletuned) and TILETUNE_TEST_SEED
 import ctypes
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -186,10 +187,14 @@ class LookupWithDaemon(unittest.TestCase):
         cls.daemon = subprocess.Popen([os.environ["TILETUNE_TEST_DAEMON"], "--socket", cls.sock, "--db", db,
                                        "--log-level", "error"],
                                       stderr=subprocess.DEVNULL)
-        for _ in range(200):
-            if os.path.exists(cls.sock):
-                break
-            time.sleep(0.025)
+        # listening, not only bound: a connect before listen() is refused
+        for _ in range(400):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+                try:
+                    c.connect(cls.sock)
+                    break
+                except OSError:
+                    time.sleep(0.025)
         else:
             cls.daemon.kill()
             raise AssertionError("tiletuned did not listen")
