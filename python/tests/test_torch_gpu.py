@@ -95,6 +95,20 @@ def test_errors_name_the_argument():
         torch.testing.assert_close(tiletune.sdpa(g, q, q), tiletune.sdpa(q, q, q))
 
 
+def test_output_laid_out_like_the_query_as_the_fake_says():
+    # dense, but the last dim is not contiguous: the kernel needs a copy, the
+    # output still takes the query's layout (what the fake implementation
+    # tells torch.compile)
+    q = rand(1, 4, 64, 48).transpose(-1, -2)  # [1, 4, 48, 64], strides (.., .., 1, 48)
+    k = rand(1, 4, 80, 64)
+    got = tiletune.sdpa(q, k, k)
+    assert got.stride() == torch.empty_like(q).stride()
+    assert_matches(got, q, k, k)
+    if hasattr(torch.library, "opcheck"):
+        torch.library.opcheck(torch.ops.tiletune.sdpa.default, (q, k, k),
+                              test_utils=("test_schema", "test_faketensor"))
+
+
 def test_out_and_lse():
     q, k = rand(1, 4, 50, 64), rand(1, 4, 60, 64)
     out = torch.full_like(q, float("nan"))

@@ -338,10 +338,11 @@ def _run(q, k, v, is_causal=False, scale=None, enable_gqa=False, config=None,
     # positive one on the negated query (the kernel takes the row maximum
     # before scaling).
     _stats["slow_calls"] += 1
+    # laid out like the query as given (as the fake implementation says)
+    o = torch.empty_like(q) if out is None else out
     if p.negate:
         q = torch.neg(q)
     q, k, v = (_launchable(t) for t in (q, k, v))
-    o = torch.empty_like(q) if out is None else out
     dst = o if _in_place(o) and o.data_ptr() % 16 == 0 else \
         torch.empty_like(q, memory_format=torch.contiguous_format)
     a = _Args.from_buffer_copy(p.template)
