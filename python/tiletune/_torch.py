@@ -133,7 +133,7 @@ def _stream(index):
 class _Plan:
     """What does not change between two calls of one shape."""
     __slots__ = ("empty", "fast", "template", "lse_shape", "dev", "key", "cfg", "cfg_ptr",
-                 "explicit", "negate", "scale")
+                 "explicit", "negate", "scale", "choice")
 
 
 class _Choice:
@@ -269,12 +269,16 @@ def _make_plan(q, k, v, is_causal, scale, config):
         for field, t in (("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", o)):
             getattr(a, field)[:] = _strides3(t)
     p.template = bytes(a)
+    # the key's config (shared by the plans of one key; refreshed in place)
+    p.choice = None if p.explicit or p.empty else _choose(p.key, p.dev)
     return p
 
 
 def _plan_for(q, k, v, is_causal, scale, enable_gqa, config):
+    # key's and value's devices are left to tt_sdpa_fwd, which checks every
+    # pointer's device on each call; dtypes it cannot see, so they are here
     pk = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype,
-          v.dtype, q.device, k.device, v.device, is_causal, scale, enable_gqa, config)
+          v.dtype, q.device, is_causal, scale, enable_gqa, config)
     p = _plans.get(pk)
     if p is None:
         _check_tensors(q, k, v, enable_gqa)
@@ -321,7 +325,9 @@ def _run(q, k, v, is_causal=False, scale=None, enable_gqa=False, config=None,
         o = torch.empty_like(q) if out is None else out
         lse = torch.empty(p.lse_shape, dtype=torch.float32, device=q.device)
         return (o, lse) if return_lse else o
-    ch = None if p.explicit else _choose(p.key, p.dev)
+    ch = p.choice
+    if ch is not None and ch.expires and time.monotonic() >= ch.expires:
+        _choose(p.key, p.dev)  # asks again; updates ch
     lse = torch.empty(p.lse_shape, dtype=torch.float32, device=q.device) if return_lse else None
     qp, kp, vp = q.data_ptr(), k.data_ptr(), v.data_ptr()
     if p.fast and out is None and not (qp | kp | vp) & 15:
