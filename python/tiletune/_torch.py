@@ -432,7 +432,8 @@ _dispatch_depth = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
 def _through_op(q):
     """Traced (torch.compile, export), a tensor subclass (fake, functional),
     a dispatch mode active, or meta tensors: go through the registered op,
-    which these understand (its fake implementation gives the shapes). A plain eager call skips the dispatcher's cost."""
+    which these understand (its fake implementation gives the shapes). A
+    plain eager call skips the dispatcher's cost."""
     return _is_compiling() or type(q) is not torch.Tensor or _dispatch_depth() > 0 or q.is_meta
 
 
@@ -467,6 +468,7 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
             raise RuntimeError(f"torch {torch.__version__} has no torch.library.custom_op (2.4+): "
                                "tiletune.sdpa runs eagerly only")
         scale = None if scale is None else float(scale)
+        is_causal, enable_gqa = bool(is_causal), bool(enable_gqa)  # the schema's types
         if return_lse:
             o, lse = torch.ops.tiletune.sdpa_lse(query, key, value, is_causal, scale, enable_gqa,
                                                  config)
