@@ -34,11 +34,11 @@ step() { echo; echo "==== $*"; }
     python3 -c 'import tiletune; print("tiletune", tiletune.__version__, tiletune.__file__, tiletune.library_path())'
     step "tests"
     eval "set -- ${TT_GPU_PYTEST_ARGS:--k 'not every_variant'}"
-    timeout 420 python3 -m pytest -q -rs -p no:cacheprovider "$root/python/tests/test_torch_gpu.py" \
+    timeout 360 python3 -m pytest -q -rs -p no:cacheprovider "$root/python/tests/test_torch_gpu.py" \
         "$root/python/tests/test_sdpa_gpu.py" "$root/python/tests/test_torch_cpu.py" \
         "$root/python/tests/test_binding.py" "$@" || status=1
     step "host overhead (bench/python_overhead.py)"
-    timeout 120 python3 "$root/bench/python_overhead.py" || status=1
+    timeout 90 python3 "$root/bench/python_overhead.py" || status=1
     step "done: $([ $status = 0 ] && echo passed || echo FAILED)"
     exit $status
 } 2>&1 | tee "$out/python-gpu.log"
