@@ -13,7 +13,9 @@ set -euo pipefail
 src=$(cd "$1" && pwd)
 py=""
 for cand in ${2:-} /usr/bin/python3 python3; do
-    [ -n "$cand" ] && command -v "$cand" >/dev/null || continue
+    if [ -z "$cand" ] || ! command -v "$cand" >/dev/null; then
+        continue
+    fi
     if "$cand" -c 'import setuptools, wheel, venv, ensurepip, pip' 2>/dev/null; then
         py=$cand
         break
