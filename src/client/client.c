@@ -30,8 +30,8 @@
 #define BACKOFF_MAX_NS_DEFAULT INT64_C(5000000000) /* 5 s */
 
 /* The counters, sharded by thread: a cache hit that added to one shared
- * word made every hitting core take that line in turn, ~33 ns a hit on one
- * thread but ~100 ns each with two (bench/lookup). A thread adds to its
+ * word made every hitting core take that line in turn: ~45 ns a hit on one
+ * thread, ~110 ns each with two (docs/perf.md). A thread adds to its
  * own shard's line (still an atomic add: past STAT_SHARDS threads, two may
  * share one); a read sums the shards. */
 enum { STAT_HITS, STAT_ANSWERS, STAT_FALLBACKS, STAT_CONNECTS, STAT_FAILURES, STAT_KEY_ERRORS,
@@ -209,7 +209,8 @@ static _Thread_local __attribute__((tls_model("initial-exec"))) unsigned thread_
 
 static void count(tt_client *c, int what) {
     unsigned s = thread_shard;
-    if (!s) s = thread_shard = atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) % STAT_SHARDS + 1;
+    if (!s)
+        s = thread_shard = atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) % STAT_SHARDS + 1;
     atomic_fetch_add_explicit(&c->counters[s - 1].n[what], 1, memory_order_relaxed);
 }
 
