@@ -19,7 +19,7 @@ static void seed(const char *db, tt_fleet_rec *out) {
     char err[256];
     ASSERT_OK(tt_store_open(db, &s, err, sizeof err));
     for (int i = 0; i < NKEYS; i++) {
-        tt_fleet_rec f = fu_rec(i % 2, 512 << i, i % 3 ? 64 : 32, 0.1 * (i + 1), "node-a");
+        tt_fleet_rec f = fu_rec(i % 2, 512 << i, i % 3 ? 64 : 32, fu_ms(512 << i, 300.0 - 20 * i), "node-a");
         ASSERT_OK(tt_store_put_gpu(s, &f.gpu));
         ASSERT_OK(tt_store_put_rev(s, f.rec.key.rev, "fleet test"));
         ASSERT_OK(tt_store_put_best(s, &f.rec));
@@ -139,7 +139,7 @@ TEST(import_twice_dry_run_and_diff_of_a_changed_table) {
     free(after);
 
     /* a table with one key 3x faster on another config */
-    tt_fleet_rec better[2] = {fu_rec(0, 512, 128, 0.1 / 3, "node-b"), fu_rec(0, 777, 64, 1.0, "node-b")};
+    tt_fleet_rec better[2] = {fu_rec(0, 512, 128, fu_ms(512, 900.0), "node-b"), fu_rec(0, 777, 64, 1.0, "node-b")};
     better[0].rec.config.block_m = 64;
     fu_write_table(g, better, 2, NULL);
     cli(&r, "--socket", a.sock, "import", "--dry-run", "--json", g, NULL);
@@ -203,7 +203,7 @@ TEST(bad_files_are_refused_with_their_reason_and_change_nothing) {
     char good[400];
     snprintf(good, sizeof good, "%s/good.json", a.dir);
     cli_result r;
-    tt_fleet_rec two[2] = {fu_rec(0, 4444, 64, 0.5, "n"), fu_rec(1, 5555, 64, 0.5, "n")};
+    tt_fleet_rec two[2] = {fu_rec(0, 4444, 64, fu_ms(4444, 400), "n"), fu_rec(1, 5555, 64, fu_ms(5555, 400), "n")};
     fu_write_table(good, two, 2, NULL);
     FILE *gf = fopen(good, "r");
     static char whole[16384];
@@ -236,7 +236,7 @@ TEST(bad_files_are_refused_with_their_reason_and_change_nothing) {
     CASE("dtype", edited_table(a.dir, "dtype", "\"fp16\"", "\"fp8\""), "unsupported dtype 'fp8'");
     /* valid knobs, but not a shape the kernel takes at this head_dim:
      * only the daemon knows the kernel's rule */
-    CASE("config for hdim", edited_table(a.dir, "cfg", "warps=4", "warps=1"), "config not valid at head_dim 128");
+    CASE("config for hdim", edited_table(a.dir, "cfg", "warps=4", "warps=1"), "not valid at head_dim 128 on Fleet GPU 0");
     CASE("gpu model", edited_table(a.dir, "gpu", "\"sm_count\":132", "\"sm_count\":99"),
          "not the fingerprint of the GPU described");
     CASE("kernel revision", edited_table(a.dir, "rev", "\"rev\":\"abc123\"", "\"rev\":\"\""), "'key.rev' must be");

@@ -210,7 +210,7 @@ TEST(empty_files_are_initialized) {
     write_file(p, "", 0);
     tt_store *s = open_ok(p);
     tt_store_close(s);
-    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), 1);
+    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), TT_STORE_SCHEMA_VERSION);
     unlink(p);
 
     /* An SQLite file at version 0 with no schema (a migration from 0). */
@@ -218,7 +218,7 @@ TEST(empty_files_are_initialized) {
     ASSERT_EQ(raw_int(p, "PRAGMA user_version"), 0);
     s = open_ok(p);
     tt_store_close(s);
-    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), 1);
+    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), TT_STORE_SCHEMA_VERSION);
     ASSERT_EQ(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE name = 'job_key'"), 1);
     cleanup();
 }
@@ -243,7 +243,7 @@ TEST(concurrent_first_opens_migrate_once) {
         ASSERT_EQ(waitpid(kids[i], &st, 0), kids[i]);
         ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
-    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), 1);
+    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), TT_STORE_SCHEMA_VERSION);
     cleanup();
 }
 
