@@ -8,6 +8,7 @@
 
 #include "tuner/daemon/conn.h"
 #include "tuner/fleet/merge.h"
+#include "tuner/fleet/plausible.h"
 #include "tuner/fleet/record.h"
 #include "tuner/daemon/handlers.h"
 #include "common/fail.h"
@@ -50,11 +51,10 @@ void tt_fleet_body_free(tt_fleet_body *b) {
  * names: the arch's nominal limits (its family, shared memory) and, where
  * the record has its compile report, the register file (64 K registers a
  * CTA, 255 a thread on every arch the kernels run on). */
-int tt_fleet_daemon_config_rule(const tt_fleet_rec *f, char *err, size_t errlen) {
+static int arch_rule(const tt_record *r, const tt_gpu_info *g, char *err, size_t errlen) {
 #ifdef TT_HAVE_KERNELS
-    const tt_record *r = &f->rec;
     tt__device_limits lim;
-    if (tt__device_limits_nominal(f->gpu.cc_major * 10 + f->gpu.cc_minor, &lim) < 0)
+    if (tt__device_limits_nominal(g->cc_major * 10 + g->cc_minor, &lim) < 0)
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "no kernel family runs on this compute capability");
     int rc = tt__variant_check(&r->config, r->key.head_dim, &lim, err, errlen);
     if (rc < 0) return rc;
@@ -66,9 +66,20 @@ int tt_fleet_daemon_config_rule(const tt_fleet_rec *f, char *err, size_t errlen)
                         (int)r->smem_bytes, (int)lim.smem_optin);
     return 0;
 #else
-    (void)f, (void)err, (void)errlen;
+    (void)r, (void)g, (void)err, (void)errlen;
     return 0;
 #endif
+}
+
+int tt_fleet_daemon_config_rule(const tt_fleet_rec *f, const char *config_text, char *err, size_t errlen) {
+    int rc = tt_fleet_plausible_check(f, config_text, err, errlen);
+    if (rc < 0) return rc;
+    char why[256];
+    if (arch_rule(&f->rec, &f->gpu, why, sizeof why) < 0)
+        return tt__fail(TT_ERR_INVAL, err, errlen, "config %s not valid at head_dim %d on %s (sm_%d%d): %s",
+                        config_text, (int)f->rec.key.head_dim, f->gpu.name, (int)f->gpu.cc_major,
+                        (int)f->gpu.cc_minor, why);
+    return 0;
 }
 
 static int flag(const tt__msg *m, const char *name, int *out) {

@@ -25,10 +25,11 @@
 #include "common/proto.h"
 #include "tuner/fleet/record.h"
 
-/* IMPORT's check of a record's config against the GPU it names: the
- * kernels' rule (tt__variant_check) at that compute capability's limits,
- * plus the record's registers and shared memory. */
-int tt_fleet_daemon_config_rule(const tt_fleet_rec *f, char *err, size_t errlen);
+/* IMPORT's check of a record: plausible (tt_fleet_plausible), and its
+ * config legal on the GPU it names: the kernels' rule (tt__variant_check)
+ * at that compute capability's limits, plus the record's registers and
+ * shared memory. */
+int tt_fleet_daemon_config_rule(const tt_fleet_rec *f, const char *config_text, char *err, size_t errlen);
 
 /* The state of an IMPORT whose body is arriving; owned by its connection. */
 typedef struct tt_fleet_body tt_fleet_body;

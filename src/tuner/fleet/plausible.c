@@ -4,6 +4,7 @@
 
 #include "common/fail.h"
 #include "common/key.h"
+#include "tuner/fleet/record.h"
 
 /* Dense FP16 tensor FLOP per clock per SM (FP16 accumulate where a part
  * has two rates) and the highest boost clock of the arch's parts, from
@@ -50,4 +51,9 @@ int tt_fleet_plausible(const tt_record *r, const tt_gpu_info *g, char *err, size
                         "%.0f TFLOP/s)",
                         speed, r->time_ms, g->name, (int)g->cc_major, (int)g->cc_minor, (int)g->sm_count, peak);
     return 0;
+}
+
+int tt_fleet_plausible_check(const tt_fleet_rec *f, const char *config_text, char *err, size_t errlen) {
+    (void)config_text;
+    return f->rec.status == TT_MEAS_OK ? tt_fleet_plausible(&f->rec, &f->gpu, err, errlen) : 0;
 }

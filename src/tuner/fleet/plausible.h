@@ -29,4 +29,8 @@ double tt_fleet_tensor_peak(int cc_major, int cc_minor, int sm_count);
  * the reason. Records without a time (failed runs) pass. */
 int tt_fleet_plausible(const tt_record *r, const tt_gpu_info *g, char *err, size_t errlen);
 
+/* tt_fleet_plausible as a record check of the reader (record.h). */
+typedef struct tt_fleet_rec tt_fleet_rec;
+int tt_fleet_plausible_check(const tt_fleet_rec *f, const char *config_text, char *err, size_t errlen);
+
 #endif

@@ -8,7 +8,6 @@
 #include "common/fail.h"
 #include "common/hash.h"
 #include "common/key.h"
-#include "tuner/fleet/plausible.h"
 
 /* How far past `now` a measured_at may lie: clocks of a fleet drift. */
 #define FUTURE_SLACK_S 86400
@@ -263,13 +262,7 @@ static int parse_record(const json_t *o, tt_fleet_config_check check, int64_t no
     memcpy(r->driver, f.gpu.driver, sizeof r->driver);
     memcpy(r->cuda, f.gpu.cuda, sizeof r->cuda);
     memcpy(r->nvrtc, f.gpu.nvrtc, sizeof r->nvrtc);
-    if (r->status == TT_MEAS_OK && (rc = tt_fleet_plausible(r, &f.gpu, err, errlen)) < 0) return rc;
-    if (check) {
-        char why[256];
-        if (check(&f, why, sizeof why) < 0)
-            return tt__fail(TT_ERR_INVAL, err, errlen, "config %s not valid at head_dim %d on %s (sm_%d%d): %s", cfg_text,
-                            (int)r->key.head_dim, f.gpu.name, (int)f.gpu.cc_major, (int)f.gpu.cc_minor, why);
-    }
+    if (check && (rc = check(&f, cfg_text, err, errlen)) < 0) return rc;
 
     if ((rc = get_str(o, "", "shard", 0, f.shard, sizeof f.shard, err, errlen)) < 0) return rc;
     int si, sn;

@@ -52,12 +52,13 @@ struct tt_fleet_rec {
     char shard[TT_SHARD_TEXT_MAX]; /* "i/n" of the export it came from, or "" */
 };
 
-/* The kernel's rule for a record's config at its head dim on the GPU the
- * record names (compute capability, shared memory, registers): the
- * daemon's is tt__variant_check with that arch's limits; NULL checks knob
- * ranges only. Called once the record is otherwise valid. */
+/* The checks an importer adds to the format's (tt_fleet_plausible_check
+ * in the CLI, the daemon's also checks the config on the arch of the GPU
+ * the record names). Called once the record is otherwise valid, with its
+ * config as written; 0 or a negative status with the reason. NULL: none
+ * (export and diff read what a database holds, as it is). */
 typedef struct tt_fleet_rec tt_fleet_rec;
-typedef int (*tt_fleet_config_check)(const tt_fleet_rec *f, char *err, size_t errlen);
+typedef int (*tt_fleet_config_check)(const tt_fleet_rec *f, const char *config_text, char *err, size_t errlen);
 
 typedef struct tt_fleet_header {
     int version;
