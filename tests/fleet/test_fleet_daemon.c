@@ -431,7 +431,7 @@ TEST(tune_shards_split_the_grid) {
 static void start_with_fake_gpu(td *t) {
     setenv("TT_FAKE_WORKER_MODE", "gpu", 1);
     setenv("TT_FAKE_PLAUSIBLE", "1", 1);
-    const char *args[] = {"--worker", TT_FAKE_WORKER, NULL};
+    const char *args[] = {"--worker", TT_DAEMON_TEST_DIR "/fake_worker.sh", NULL};
     td_start(t, args);
 }
 
@@ -584,8 +584,10 @@ TEST(status_and_metrics_name_the_table_and_its_stale_keys) {
     ASSERT_CONTAINS(td_req(fd, q), " stale=1");
     snprintf(q, sizeof q, "LOOKUP gpu=%s dtype=fp16 hdim=128 seqlen_q=4096", fake);
     ASSERT(!strstr(td_req(fd, q), "stale="));
-    /* the export reports the checksum STATUS shows */
     cli_result r;
+    cli(&r, "--socket", a.sock, "lookup", "--gpu", fake, "--dtype", "fp16", "--hdim", "128", "--seqlen", "1024", NULL);
+    ASSERT_CONTAINS(r.out, "tuned for another kernel revision only");
+    /* the export reports the checksum STATUS shows */
     char f[400];
     snprintf(f, sizeof f, "%s/t.json", a.dir);
     cli(&r, "--socket", a.sock, "export", "--format", "jsonl", "-o", f, NULL);
@@ -647,6 +649,18 @@ TEST(a_valid_header_over_junk_prints_a_few_reasons_then_a_count) {
     ASSERT_EQ(r.rc, 1);
     ASSERT(count_in(r.err, "not valid JSON") <= 20);
     ASSERT_CONTAINS(r.err, "... and 4980 more bad records");
+}
+
+TEST(tiletuned_help_names_import_among_the_admin_verbs) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "%s --help", TILETUNED);
+    FILE *p = popen(cmd, "r");
+    ASSERT(p);
+    static char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, p);
+    text[n] = '\0';
+    pclose(p);
+    ASSERT_CONTAINS(text, "TUNE, CANCEL, FORGET and IMPORT");
 }
 
 TEST(tune_stale_twice_queues_each_key_once) {
