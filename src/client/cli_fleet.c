@@ -279,28 +279,30 @@ static int job_keys(cli *c, int64_t id, keyset *ks, int64_t *failed) {
     return rc;
 }
 
-static int same_key(const tt_key *a, const tt_key *b) {
-    return strcmp(a->gpu, b->gpu) == 0 && strcmp(a->rev, b->rev) == 0 && tt_shard_key_cmp(a, b) == 0;
+static int full_key_cmp(const void *pa, const void *pb) {
+    const tt_key *a = pa, *b = pb;
+    int c = strcmp(a->gpu, b->gpu);
+    if (!c) c = strcmp(a->rev, b->rev);
+    if (c) return c < 0 ? -1 : 1;
+    return tt_shard_key_cmp(a, b);
 }
 
-/* Keeps the records of t whose key is in ks; returns how many keys of ks
- * have no winner left. */
-static size_t keep_keys(table *t, const keyset *ks) {
+/* Keeps the records of t whose key is in ks (sorted here); returns how
+ * many keys of ks have no winner left. */
+static size_t keep_keys(table *t, keyset *ks) {
     size_t k = 0, missing = 0;
+    char *won = calloc(ks->n + 1, 1);
+    if (ks->n > 1) qsort(ks->k, ks->n, sizeof *ks->k, full_key_cmp);
     for (size_t i = 0; i < t->n; i++) {
-        size_t j = 0;
-        while (j < ks->n && !same_key(&t->r[i].rec.key, &ks->k[j])) j++;
-        if (j < ks->n) {
-            t->no[k] = t->no[i];
-            t->r[k++] = t->r[i];
-        }
+        const tt_key *hit = ks->n ? bsearch(&t->r[i].rec.key, ks->k, ks->n, sizeof *ks->k, full_key_cmp) : NULL;
+        if (!hit) continue;
+        if (won && t->r[i].kind == TT_FLEET_BEST) won[hit - ks->k] = 1;
+        t->no[k] = t->no[i];
+        t->r[k++] = t->r[i];
     }
     t->n = k;
-    for (size_t j = 0; j < ks->n; j++) {
-        size_t i = 0;
-        while (i < t->n && !(t->r[i].kind == TT_FLEET_BEST && same_key(&t->r[i].rec.key, &ks->k[j]))) i++;
-        missing += i == t->n;
-    }
+    for (size_t j = 0; won && j < ks->n; j++) missing += !won[j];
+    free(won);
     return missing;
 }
 
