@@ -170,11 +170,14 @@ static int cmd_lookup(cli *c) {
         json_object_set_new(o, "seqlen_q", cli_json_value(sq));
         json_object_set_new(o, "seqlen_k", cli_json_value(sk));
         json_object_set_new(o, "tflops", tf ? cli_json_value(tf) : json_null());
+        json_object_set_new(o, "stale", json_boolean(tt__msg_get(&r.msg, "stale") != NULL));
         rc = cli_json_print(o);
     } else {
         char tuned[96], knobs[TT_CONFIG_TEXT_MAX];
         if (strcmp(match, "default") == 0)
-            snprintf(tuned, sizeof tuned, "nothing tuned: the built-in default");
+            snprintf(tuned, sizeof tuned, "%s", tt__msg_get(&r.msg, "stale")
+                                                     ? "tuned for another kernel revision only (tune --stale)"
+                                                     : "nothing tuned: the built-in default");
         else
             snprintf(tuned, sizeof tuned, "seqlen_q=%s seqlen_k=%s", sq, sk);
         snprintf(knobs, sizeof knobs, "%s", cfg);

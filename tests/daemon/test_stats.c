@@ -27,6 +27,7 @@ static void fill(tt_stats *s, tt_stats_gauges *g) {
     s->conn_accepted = 123456789;
     g->uptime_s = 86400;
     g->jobs[0] = 3;
+    g->table = "0123456789abcdef";
 }
 
 static int count_lines(const tt_buf *b) {
@@ -87,10 +88,12 @@ TEST(counts_without_failures) {
         tt_buf_init(&b);
         int n = tt_stats_format(&s, &g, prom, &b);
         ASSERT_EQ(n, count_lines(&b));
-        int samples = TT_VERB_COUNT + 3 + TT_ERRC_COUNT + 12 + 5, families = 3 + 12 + 1;
+        int samples = TT_VERB_COUNT + 3 + TT_ERRC_COUNT + 14 + 5 + 1, families = 3 + 14 + 1 + 1;
         ASSERT_EQ(n, samples + (prom ? 2 * families : 0));
         ASSERT_CONTAINS(b.data, prom ? "tiletune_requests_total{verb=\"lookup\"} 1000002\n"
                                      : "requests_lookup 1000002\n");
+        ASSERT_CONTAINS(b.data, prom ? "tiletune_table_info{checksum=\"0123456789abcdef\"} 1\n"
+                                     : "table_info_0123456789abcdef 1\n");
         tt_buf_free(&b);
     }
 }

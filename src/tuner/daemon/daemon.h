@@ -45,6 +45,7 @@ typedef struct tt_daemon {
     uint64_t started_ms;
     int stopping, exit_code, sup_running;
     char builtin_rev[TT_ID_MAX];
+    int64_t last_import_at; /* unix seconds of the last committed IMPORT */
 } tt_daemon;
 
 /* Runs the daemon until SIGTERM/SIGINT; returns the process exit code. */

@@ -136,6 +136,8 @@ static void h_lookup(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     p = put_u64(p, (uint64_t)r.seqlen_q);
     p = stpcpy(p, " seqlen_k=");
     p = put_u64(p, (uint64_t)r.seqlen_k);
+    /* a default answer where a winner of another kernel revision exists */
+    if (r.match == TT_MATCH_DEFAULT && tt_index_other_rev(d->index, &key)) p = stpcpy(p, " stale=1");
     if (r.match != TT_MATCH_DEFAULT && r.tflops >= 0 && r.tflops < 1e12) {
         uint64_t c = (uint64_t)(r.tflops * 100 + 0.5); /* %.2f */
         p = stpcpy(p, " tflops=");
@@ -169,13 +171,17 @@ static void h_status(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     const char *gs;
     for (int i = 0; (gs = tt_supervisor_gpu_state(d->sup, i)) && ns + 16 < sizeof states; i++)
         ns += (size_t)snprintf(states + ns, sizeof states - ns, "%s%s", i ? "," : "", gs);
+    tt_fleet_ident id;
+    tt_fleet_table_ident(d, &id);
     tt_buf_printf(out,
                   "OK version=%s uptime_s=%llu gpus=%d rev=%s gpu=%s records=%zu jobs_queued=%lld "
-                  "jobs_running=%lld tuning=%s reason=%s gpus_lost=%d models=%d gpu_states=%s\n",
+                  "jobs_running=%lld tuning=%s reason=%s gpus_lost=%d models=%d gpu_states=%s "
+                  "stale=%lld table=%s last_import=%lld\n",
                   TT_VERSION_STRING, (unsigned long long)((uv_now(d->loop) - d->started_ms) / 1000),
                   st.gpus, tt_daemon_rev(d), gpu[0] ? gpu : "none", tt_index_count(d->index),
                   (long long)jc.queued, (long long)jc.running, tt_tuning_state_name(st.state),
-                  st.reason, st.lost, st.models, ns ? states : "none");
+                  st.reason, st.lost, st.models, ns ? states : "none", (long long)id.stale, id.checksum,
+                  (long long)id.last_import_at);
 }
 
 static void h_stats(tt_daemon *d, const tt__msg *m, tt_buf *out) {
@@ -192,7 +198,12 @@ static void h_stats(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     if (job_counts(d, &jc, out) < 0) return;
     tt_supervisor_status st;
     tt_supervisor_get_status(d->sup, &st);
+    tt_fleet_ident id;
+    tt_fleet_table_ident(d, &id);
     tt_stats_gauges g = {
+        .stale = id.stale,
+        .last_import_at = id.last_import_at,
+        .table = id.checksum,
         .conn_open = d->conn_open,
         .records = (int64_t)tt_index_count(d->index),
         .uptime_s = (int64_t)((uv_now(d->loop) - d->started_ms) / 1000),

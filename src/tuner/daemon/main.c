@@ -24,7 +24,7 @@ static void usage(FILE *f) {
             "  --worker PATH         measurement worker program (default: tiletune-worker\n"
             "                        next to this binary); \"\" runs without one\n"
             "  --worker-timeout SEC  kill a measuring worker silent this long (default 300)\n"
-            "  --admin-group NAME    members may TUNE, CANCEL and FORGET (root and the\n"
+            "  --admin-group NAME    members may TUNE, CANCEL, FORGET and IMPORT (root and the\n"
             "                        daemon's own user always may)\n"
             "  --max-connections N   connection cap; beyond it clients get ERR busy (default 1024)\n"
             "  --idle-timeout SEC    close connections idle this long (default 300)\n"

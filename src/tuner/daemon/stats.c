@@ -118,6 +118,9 @@ int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prom, tt_bu
     static const family records = {"records", "Tuned winners held in memory.", "gauge", NULL};
     static const family gpus = {"gpus", "GPUs reported by the measurement workers.", "gauge", NULL};
     static const family uptime = {"uptime_seconds", "Seconds since the daemon started.", "gauge", NULL};
+    static const family stale = {"stale_keys", "Keys of this GPU whose only winner is of another kernel revision.", "gauge", NULL};
+    static const family imported = {"last_import_timestamp_seconds", "When an import last changed the database (0: not since start).", "gauge", NULL};
+    static const family table = {"table_info", "The served table's checksum (same table, same checksum).", "gauge", "checksum"};
 
     hd = 0;
     for (int i = 0; i < TT_VERB_COUNT; i++) emit(&b, prom, &requests, &hd, verb_lower[i], (long long)s->requests[i]);
@@ -134,7 +137,7 @@ int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prom, tt_bu
         {&created, (long long)s->jobs_created}, {&cancelled, (long long)s->jobs_cancelled},
         {&meas, (long long)s->measurements}, {&wstarts, (long long)s->worker_starts},
         {&wfail, (long long)s->worker_failures}, {&records, g->records}, {&gpus, g->gpus},
-        {&uptime, g->uptime_s},
+        {&uptime, g->uptime_s}, {&stale, g->stale}, {&imported, g->last_import_at},
     };
     for (size_t i = 0; i < sizeof single / sizeof single[0]; i++) {
         hd = 0;
@@ -142,5 +145,7 @@ int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prom, tt_bu
     }
     hd = 0;
     for (int i = 0; i < 5; i++) emit(&b, prom, &jobs, &hd, job_states[i], g->jobs[i]);
+    hd = 0;
+    if (g->table) emit(&b, prom, &table, &hd, g->table, 1);
     return b.lines;
 }

@@ -56,6 +56,9 @@ typedef struct tt_stats_gauges {
     int64_t uptime_s;
     int64_t jobs[5]; /* by tt_job_state: queued running done failed cancelled */
     int64_t gpus;
+    int64_t stale;          /* this GPU's keys with only a stale winner */
+    int64_t last_import_at; /* unix seconds, 0: none */
+    const char *table;      /* the winners' checksum (hex) */
 } tt_stats_gauges;
 
 /* Appends the body lines to `out` and returns how many there are. Out of
