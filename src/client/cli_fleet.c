@@ -94,13 +94,10 @@ static int write_atomic(const char *path, const char *data, size_t len) {
     return 0;
 }
 
-/* -o FILE (or "-o -" for stdout) from the positional arguments. */
+/* -o/--output FILE ("-" or none: stdout). */
 static int output_path(cli *c, const char **path) {
-    *path = NULL;
-    if (c->npos == 0) return 0;
-    if (c->npos != 2 || strcmp(c->pos[0], "-o") != 0)
-        return cli_usage(c, "export takes -o FILE, not '%s'", c->pos[0]);
-    if (strcmp(c->pos[1], "-") != 0) *path = c->pos[1];
+    const char *o = cli_opt_val(c, "output");
+    *path = o && strcmp(o, "-") != 0 ? o : NULL;
     return 0;
 }
 
@@ -140,8 +137,10 @@ static void table_free(table *t) {
     free(t->no);
 }
 
-/* The daemon's table through EXPORT; every line is checked like a file's. */
-static int fetch_live(cli *c, const char *fields, int best_only, table *t) {
+/* The daemon's table through EXPORT; every line is checked like a file's.
+ * A bad one fails the whole, or with skip_bad is reported and left out
+ * (counted in *skipped). */
+static int fetch_live(cli *c, const char *fields, int best_only, int skip_bad, int64_t *skipped, table *t) {
     char line[512];
     snprintf(line, sizeof line, "EXPORT%s", fields);
     tt__reply r;
@@ -151,8 +150,10 @@ static int fetch_live(cli *c, const char *fields, int best_only, table *t) {
     for (int i = 0; !rc && i < r.nbody; i++) {
         tt_fleet_rec rec;
         char err[512];
-        if (tt_fleet_rec_parse(r.body[i], strlen(r.body[i]), NULL, now, &rec, err, sizeof err) < 0)
-            rc = cli_fail("the daemon exported a bad record %d: %s", i + 1, err);
+        if (tt_fleet_rec_parse(r.body[i], strlen(r.body[i]), NULL, now, &rec, err, sizeof err) < 0) {
+            if (!skip_bad) rc = cli_fail("the daemon exported a bad record %d: %s (--skip-bad leaves it out)", i + 1, err);
+            else fprintf(stderr, "tiletune: skipped the daemon's bad record %d: %s\n", i + 1, err), ++*skipped;
+        }
         else if ((!best_only || rec.kind == TT_FLEET_BEST) && table_add(t, &rec, i + 1) < 0)
             rc = cli_fail("out of memory");
     }
@@ -208,6 +209,8 @@ const cli_opt cli_export_opts[] = {
     {"rev", "HEX", "only this kernel revision's records", 0},
     {"all-measurements", NULL, "every measurement too, not only the winners (json, csv)", 0},
     {"shard", "I/N", "label the table as shard I of N (what 'tune --shard' tuned here)", 0},
+    {"output", "FILE", "write to FILE, atomically (default or '-': stdout)", 0},
+    {"skip-bad", NULL, "leave out records that do not pass the checks, each reported, instead of failing", 0},
     {NULL}};
 
 static int b64_val(int ch) {
@@ -283,7 +286,8 @@ int cli_cmd_export(cli *c) {
     snprintf(fields, sizeof fields, "%s%s%s%s%s", gpu ? " gpu=" : "", gpu ? gpu : "", rev ? " rev=" : "",
              rev ? rev : "", cli_opt_val(c, "all-measurements") ? " all=1" : "");
     table t = {0};
-    if ((rc = fetch_live(c, fields, 0, &t))) goto out;
+    int64_t skipped = 0;
+    if ((rc = fetch_live(c, fields, 0, cli_opt_val(c, "skip-bad") != NULL, &skipped, &t))) goto out;
 
     sbuf b = {0};
     char line[TT_FLEET_LINE_MAX + 1];
@@ -316,6 +320,7 @@ int cli_cmd_export(cli *c) {
     else rc = emit(path, &b);
     if (!rc && path)
         fprintf(stderr, "exported %zu records%s%s to %s\n", t.n, shard ? " of shard " : "", shard ? h.shard : "", path);
+    if (!rc && skipped) fprintf(stderr, "tiletune: %lld bad records skipped\n", (long long)skipped);
     free(b.p);
 out:
     table_free(&t);
@@ -452,7 +457,8 @@ static int dbl_cmp(const void *a, const void *b) {
 }
 
 static int load_side(cli *c, const char *what, table *t) {
-    if (strcmp(what, "@live") == 0) return fetch_live(c, "", 1, t);
+    int64_t skipped = 0;
+    if (strcmp(what, "@live") == 0) return fetch_live(c, "", 1, 0, &skipped, t);
     file_ctx x;
     int rc = read_file(what, 1, t, &x);
     if (!rc && x.bad) fprintf(stderr, "%s: %lld bad records left out of the comparison\n", what, (long long)x.bad);
