@@ -23,6 +23,8 @@ int tt_log_level_parse(const char *s, int *out) {
     return TT_ERR_INVAL;
 }
 
+const char *tt_log_level_name(int level) { return level >= 0 && level < 4 ? names[level] : "?"; }
+
 void tt_log_init(int level) {
     tt__log_level = level;
     journal = getenv("JOURNAL_STREAM") != NULL;

@@ -13,6 +13,7 @@ extern int tt__log_level;
 
 /* "error", "warn", "info", "debug" (or 0..3). 0 or TT_ERR_INVAL. */
 int tt_log_level_parse(const char *s, int *out);
+const char *tt_log_level_name(int level);
 void tt_log_init(int level);
 void tt_log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
