@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "tiletune.h"
+
 #include "harness.h"
 #include "tt_test.h"
 
@@ -161,6 +163,67 @@ TEST(config_errors_exit_2) {
     ASSERT_EQ(run_daemon(missing, err, sizeof err), 2);
     ASSERT_CONTAINS(err, "cannot read the configuration file");
     ASSERT(access(t.db, F_OK) < 0);
+}
+
+/* The STATS body in the Prometheus form, whole. */
+static char *prom_body(int fd) {
+    static char body[1 << 16];
+    char v[32], line[1024];
+    const char *r = td_req(fd, "STATS format=prometheus");
+    int n = atoi(td_field(r, "lines", v, sizeof v));
+    size_t at = 0;
+    body[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        ASSERT(td_read_line(fd, line, sizeof line, 2000) > 0);
+        at += (size_t)snprintf(body + at, sizeof body - at, "%s\n", line);
+    }
+    return body;
+}
+
+/* Records by GPU, revision and staleness from the database; the build,
+ * the start time, the LOOKUP histogram. */
+TEST(metrics_an_operator_scrapes) {
+    td t;
+    td_init(&t);
+    char gpu[TT_ID_MAX], want[256];
+    td_fake_gpu(gpu);
+    tt_config cfg;
+    tt_key k = {.seqlen_q = 512, .seqlen_k = 512, .head_dim = 128, .dtype = TT_DTYPE_FP16};
+    snprintf(k.gpu, sizeof k.gpu, "%s", gpu);
+    tt_config_default(&k, &cfg);
+    snprintf(k.rev, sizeof k.rev, "00c0ffee");
+    td_seed(t.db, &k, &cfg, 100.0);
+    k.seqlen_q = k.seqlen_k = 1024;
+    td_seed(t.db, &k, &cfg, 110.0);
+    long long t0 = (long long)time(NULL);
+    td_start(&t, NULL);
+    int fd = td_connect_ok(&t);
+    for (int i = 0; i < 3; i++) td_req(fd, "LOOKUP dtype=fp16 hdim=64 seqlen_q=128");
+    char *b = prom_body(fd);
+    snprintf(want, sizeof want, "tiletune_table_records{gpu=\"%s\",rev=\"00c0ffee\",stale=\"1\"} 2\n", gpu);
+    ASSERT_CONTAINS(b, want);
+    ASSERT_CONTAINS(b, "tiletune_lookup_duration_seconds_count 3\n");
+    ASSERT_CONTAINS(b, "tiletune_lookup_duration_seconds_bucket{le=\"+Inf\"} 3\n");
+    ASSERT_CONTAINS(b, "tiletune_build_info{version=\"" TT_VERSION_STRING "\",rev=\"");
+    ASSERT_CONTAINS(b, "tiletune_worker_restarts_total 0\n");
+    ASSERT_CONTAINS(b, "tiletune_queue_jobs{state=\"queued\"} 0\n");
+    char *st = strstr(b, "\nprocess_start_time_seconds ");
+    ASSERT(st != NULL);
+    long long start = atoll(st + 28);
+    ASSERT(start >= t0 - 1 && start <= (long long)time(NULL));
+    /* every sample's family was announced by # TYPE before it */
+    char *save = NULL, *copy = strdup(b);
+    char fam[128] = "";
+    for (char *ln = strtok_r(copy, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(ln, "# TYPE ", 7) == 0) {
+            snprintf(fam, sizeof fam, "%.*s", (int)strcspn(ln + 7, " "), ln + 7);
+        } else if (ln[0] != '#') {
+            if (strncmp(ln, fam, strlen(fam)) != 0) TT_FAIL_AT("sample '%s' outside its family '%s'", ln, fam);
+        }
+    }
+    free(copy);
+    close(fd);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
 }
 
 TT_TEST_MAIN()

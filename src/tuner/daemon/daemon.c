@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <systemd/sd-daemon.h>
 
 #include "tuner/daemon/conn.h"
@@ -128,8 +129,12 @@ static void on_measurement(void *ud, const tt_record *rec, int became_best) {
 
 static void on_worker(void *ud, int gpu, int started, int failed) {
     tt_daemon *d = ud;
-    (void)gpu;
-    if (started) d->stats.worker_starts++;
+    if (started) {
+        uint64_t bit = gpu >= 0 && gpu < 64 ? 1ull << gpu : 0;
+        if (bit && (d->workers_seen & bit)) d->stats.worker_restarts++;
+        d->workers_seen |= bit;
+        d->stats.worker_starts++;
+    }
     if (failed) d->stats.worker_failures++;
 }
 
@@ -200,6 +205,7 @@ int tt_daemon_run(const tt_daemon_opts *opts) {
     }
     d->sup_running = 1;
     d->started_ms = uv_now(d->loop);
+    d->start_time_s = (int64_t)time(NULL);
     uv_signal_init(d->loop, &d->sig_term);
     uv_signal_init(d->loop, &d->sig_int);
     d->sig_term.data = d->sig_int.data = d;

@@ -48,6 +48,8 @@ typedef struct tt_daemon {
     int64_t conn_open; /* accepted under the cap and not closed */
     int64_t conn_live; /* every tt_conn not yet freed */
     uint64_t started_ms;
+    int64_t start_time_s;     /* Unix time */
+    uint64_t workers_seen;    /* bit g: GPU g's worker has started once */
     int stopping, exit_code, sup_running;
     char builtin_rev[TT_ID_MAX];
 } tt_daemon;

@@ -198,6 +198,9 @@ static void h_stats(tt_daemon *d, const tt__msg *m, tt_buf *out) {
         .uptime_s = (int64_t)((uv_now(d->loop) - d->started_ms) / 1000),
         .jobs = {jc.queued, jc.running, jc.done, jc.failed, jc.cancelled},
         .gpus = st.gpus,
+        .rev = tt_daemon_rev(d),
+        .start_time_s = d->start_time_s,
+        .store = d->store,
     };
     tt_buf body;
     tt_buf_init(&body);
