@@ -11,6 +11,9 @@
 #include "common/key.h"
 #include "tuner/fleet/shard.h"
 
+extern const cli_opt cli_report_opts[];
+int cli_cmd_report(cli *c);
+
 /* ---- keys ------------------------------------------------------------------ */
 
 #define KEY_OPTS                                                                        \
@@ -681,5 +684,14 @@ const cli_cmd cli_commands[] = {
     {"forget", "", "Delete the tuned winner of one key (admin); its measurements stay", NULL,
      forget_opts, 0, 0, cmd_forget},
     CLI_FLEET_COMMANDS,
+    {"report", "[A [B]]", "Write the tuning table as one HTML page with charts (the daemon's, or a file)",
+     "Per GPU, dtype, head dim and causal mask: the winner's TFLOP/s against\n"
+     "seqlen beside the built-in default's and each family's best, tuned/default,\n"
+     "the measurement spread; failed and skipped variants, stale records, GPU,\n"
+     "driver and kernel provenance. A is a file from 'tiletune export' (with\n"
+     "--all-measurements for everything but the winners) or @live (the default);\n"
+     "with B too, the page starts with what changed from A to B. The page is\n"
+     "self-contained: inline SVG and CSS, no script, nothing fetched.",
+     cli_report_opts, 0, 2, cli_cmd_report},
     {NULL},
 };
