@@ -3,6 +3,10 @@
 #include "client/cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -127,6 +131,41 @@ void cli_table(const char *const *cells, int nrows, int ncols, unsigned right) {
         putchar('\n');
     }
 #undef CELL
+}
+
+/* Writes `data` to `path` atomically: a temporary file in the same
+ * directory, fsync, rename over `path`, fsync of the directory. Readers
+ * (and a crash) see the old file or the whole new one, never a torn one. */
+int cli_write_atomic(const char *path, const char *data, size_t len) {
+    char tmp[4200], dirbuf[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
+        return cli_fail("%s: path too long", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) return cli_fail("cannot create a file next to %s: %s", path, strerror(errno));
+    mode_t um = umask(0);
+    umask(um);
+    int rc = fchmod(fd, 0666 & ~um);
+    for (size_t done = 0; rc == 0 && done < len;) {
+        ssize_t n = write(fd, data + done, len - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) rc = -1;
+        else done += (size_t)n;
+    }
+    if (rc == 0) rc = fsync(fd);
+    int e = errno;
+    if (close(fd) < 0 && rc == 0) rc = -1, e = errno;
+    if (rc == 0 && rename(tmp, path) < 0) rc = -1, e = errno;
+    if (rc < 0) {
+        unlink(tmp);
+        return cli_fail("cannot write %s: %s", path, strerror(e));
+    }
+    snprintf(dirbuf, sizeof dirbuf, "%s", path);
+    int dfd = open(dirname(dirbuf), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd); /* the rename itself survives a crash */
+        close(dfd);
+    }
+    return 0;
 }
 
 void cli_kv(const char *const *keys, const char *const *values, int n) {

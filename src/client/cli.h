@@ -87,6 +87,12 @@ int cli_request_raw(cli *c, const char *line, tt__reply *r);
 /* An integer option within [min, max]; usage error (2) if malformed. */
 int cli_int_opt(const cli *c, const char *name, int64_t min, int64_t max, int64_t *out);
 
+/* Writes `data` to `path` atomically: a temporary file in the same
+ * directory, fsync, rename over `path`, fsync of the directory; readers
+ * (and a crash) see the old file or the whole new one. 0 or CLI_FAIL with
+ * the reason printed. */
+int cli_write_atomic(const char *path, const char *data, size_t len);
+
 /* JSON: a string value as a number when it is one, else a string. */
 json_t *cli_json_value(const char *s);
 /* The fields of a message as an object, in order. */

@@ -123,15 +123,27 @@ static int cmd_status(cli *c) {
 static const cli_opt stats_opts[] = {
     {"prom", NULL, "the Prometheus text exposition format, as the daemon sends it", 0},
     {"json", NULL, "print a JSON object of counters", 0},
+    {"output", "FILE", "with --prom: write FILE atomically (node_exporter's textfile collector)", 0},
     {NULL}};
 
 static int cmd_stats(cli *c) {
     int prom = cli_opt_val(c, "prom") != NULL, json = cli_opt_val(c, "json") != NULL;
+    const char *out = cli_opt_val(c, "output");
     if (prom && json) return cli_usage(c, "--prom and --json exclude each other");
+    if (out && !prom) return cli_usage(c, "--output goes with --prom");
     tt__reply r;
     if (cli_request(c, prom ? "STATS format=prometheus" : "STATS", &r)) return CLI_FAIL;
     int rc = 0;
-    if (prom) {
+    if (prom && out) {
+        /* the collector reads the file whenever it likes: whole or not at all */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&text, &len);
+        for (int i = 0; m && i < r.nbody; i++) fprintf(m, "%s\n", r.body[i]);
+        if (!m || fclose(m) != 0) rc = cli_fail("out of memory");
+        else rc = cli_write_atomic(out, text, len);
+        free(text);
+    } else if (prom) {
         for (int i = 0; i < r.nbody; i++) puts(r.body[i]);
     } else {
         json_t *o = json ? json_object() : NULL;

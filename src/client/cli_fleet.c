@@ -59,41 +59,6 @@ static void sb_line(sbuf *b, const char *s, int n) {
 
 /* ---- output files ------------------------------------------------------------- */
 
-/* Writes `data` to `path` atomically: a temporary file in the same
- * directory, fsync, rename over `path`, fsync of the directory. Readers
- * (and a crash) see the old file or the whole new one, never a torn one. */
-static int write_atomic(const char *path, const char *data, size_t len) {
-    char tmp[4200], dirbuf[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
-        return cli_fail("%s: path too long", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) return cli_fail("cannot create a file next to %s: %s", path, strerror(errno));
-    mode_t um = umask(0);
-    umask(um);
-    int rc = fchmod(fd, 0666 & ~um);
-    for (size_t done = 0; rc == 0 && done < len;) {
-        ssize_t n = write(fd, data + done, len - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) rc = -1;
-        else done += (size_t)n;
-    }
-    if (rc == 0) rc = fsync(fd);
-    int e = errno;
-    if (close(fd) < 0 && rc == 0) rc = -1, e = errno;
-    if (rc == 0 && rename(tmp, path) < 0) rc = -1, e = errno;
-    if (rc < 0) {
-        unlink(tmp);
-        return cli_fail("cannot write %s: %s", path, strerror(e));
-    }
-    snprintf(dirbuf, sizeof dirbuf, "%s", path);
-    int dfd = open(dirname(dirbuf), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd); /* the rename itself survives a crash */
-        close(dfd);
-    }
-    return 0;
-}
-
 /* -o/--output FILE ("-" or none: stdout). */
 static int output_path(cli *c, const char **path) {
     const char *o = cli_opt_val(c, "output");
@@ -103,7 +68,7 @@ static int output_path(cli *c, const char **path) {
 
 static int emit(const char *path, const sbuf *b) {
     if (b->oom) return cli_fail("out of memory");
-    if (path) return write_atomic(path, b->p ? b->p : "", b->len);
+    if (path) return cli_write_atomic(path, b->p ? b->p : "", b->len);
     if (b->len && fwrite(b->p, 1, b->len, stdout) != b->len) return cli_fail("cannot write: %s", strerror(errno));
     return 0;
 }

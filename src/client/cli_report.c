@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "client/cli.h"
@@ -113,32 +112,19 @@ int cli_cmd_report(cli *c) {
     memset(&b, 0, sizeof b);
     int rc = load(c, c->npos ? c->pos[0] : "@live", &a);
     if (!rc && c->npos == 2) rc = load(c, c->pos[1], &b);
-    char tmp[4200] = "";
-    FILE *f = stdout;
-    if (!rc && out) {
-        if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", out) >= (int)sizeof tmp) rc = cli_fail("%s: path too long", out);
-        int fd = rc ? -1 : mkstemp(tmp);
-        if (!rc && (fd < 0 || !(f = fdopen(fd, "w")))) {
-            rc = cli_fail("cannot create a file next to %s: %s", out, strerror(errno));
-            if (fd >= 0) close(fd), unlink(tmp);
-            tmp[0] = '\0';
-        }
-    }
+    char *page = NULL;
+    size_t len = 0;
+    FILE *f = NULL;
+    if (!rc && out && !(f = open_memstream(&page, &len))) rc = cli_fail("out of memory");
     if (!rc) {
-        int w = tt_report_write(f, &a.t, c->npos == 2 ? &b.t : NULL);
+        int w = tt_report_write(f ? f : stdout, &a.t, c->npos == 2 ? &b.t : NULL);
         if (w == TT_ERR_NOMEM) rc = cli_fail("out of memory");
         else if (w < 0) rc = cli_fail("cannot write the report: %s", strerror(errno));
     }
-    if (f != stdout) {
-        /* readable like any page the user writes: 0644 less the umask */
-        mode_t um = umask(0);
-        umask(um);
-        if (fchmod(fileno(f), 0666 & ~um) < 0 && !rc) rc = cli_fail("%s: %s", tmp, strerror(errno));
-        if (fclose(f) != 0 && !rc) rc = cli_fail("cannot write %s: %s", out, strerror(errno));
-        if (!rc && rename(tmp, out) < 0) rc = cli_fail("cannot write %s: %s", out, strerror(errno));
-        if (rc) unlink(tmp);
-        else fprintf(stderr, "wrote the report of %zu records%s to %s\n", a.t.n + b.t.n, c->npos == 2 ? " (two tables)" : "", out);
-    }
+    if (f && fclose(f) != 0 && !rc) rc = cli_fail("out of memory");
+    if (!rc && out && (rc = cli_write_atomic(out, page, len)) == 0)
+        fprintf(stderr, "wrote the report of %zu records%s to %s\n", a.t.n + b.t.n, c->npos == 2 ? " (two tables)" : "", out);
+    free(page);
     free(a.r);
     free(b.r);
     return rc;
