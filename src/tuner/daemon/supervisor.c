@@ -286,8 +286,8 @@ static void settle_blame(worker *w, int gpu_there) {
                 (long long)w->claim.job_id);
         record(w, &w->blamed);
     } else {
-        tt_warn("GPU %d's worker died on a variant, but the GPU is gone: the variant is not blamed",
-                w->index);
+        tt_log_ev(TT_LOG_WARN, -1, w->index, NULL,
+                  "GPU %d's worker died on a variant, but the GPU is gone: the variant is not blamed", w->index);
     }
 }
 
@@ -423,11 +423,12 @@ static void on_hello(worker *w, const tt__msg *m) {
     const char *name = tt__msg_get(m, "name");
     if (!name) {
         if (w->had_gpu && !w->lost)
-            tt_err("GPU %d is gone (its worker finds no GPU %d of %d): lost until a probe finds it; "
-                   "the other GPUs go on", w->index, w->index, (int)count);
+            tt_log_ev(TT_LOG_ERR, -1, w->index, NULL,
+                      "GPU %d is gone (its worker finds no GPU %d of %d): lost until a probe finds it; "
+                      "the other GPUs go on", w->index, w->index, (int)count);
         else
-            tt_info("worker for GPU %d found no GPU (%d visible); tuning waits for a GPU", w->index,
-                    (int)count);
+            tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "worker for GPU %d found no GPU (%d visible); tuning waits for a GPU",
+                      w->index, (int)count);
         w->lost = w->had_gpu;
         settle_blame(w, 0);
         w->state = W_NOGPU;
@@ -457,7 +458,7 @@ static void on_hello(worker *w, const tt__msg *m) {
     w->gpu = g;
     w->has_gpu = 1;
     settle_blame(w, 1);
-    if (w->lost) tt_info("GPU %d is back", w->index);
+    if (w->lost) tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "GPU %d is back", w->index);
     w->had_gpu = 1;
     w->lost = 0;
     w->state = W_IDLE;
