@@ -226,4 +226,25 @@ TEST(metrics_an_operator_scrapes) {
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
 }
 
+/* A worker that dies at once is started again: each start after a GPU's
+ * first counts as a restart. */
+TEST(worker_restarts_counted) {
+    td t;
+    td_init(&t);
+    setenv("TT_FAKE_WORKER_MODE", "exit", 1);
+    const char *args[] = {"--worker", TT_DAEMON_TEST_DIR "/fake_worker.sh", NULL};
+    td_start(&t, args);
+    unsetenv("TT_FAKE_WORKER_MODE");
+    int fd = td_connect_ok(&t);
+    long long restarts = 0;
+    for (int i = 0; i < 100 && restarts < 1; i++) {
+        usleep(50000);
+        restarts = td_stat(fd, "worker_restarts");
+    }
+    ASSERT(restarts >= 1);
+    ASSERT(td_stat(fd, "worker_starts") == restarts + 1 || td_stat(fd, "worker_starts") == restarts + 2);
+    close(fd);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
+}
+
 TT_TEST_MAIN()
