@@ -323,7 +323,7 @@ static int ok_dtype(const char *s) {
 
 static int watch_job(cli *c, int64_t job, int json, int interval_ms);
 
-/* The default grid of a node (issue 4): what `setup-and-run` pre-tunes. */
+/* The default grid of a node: what `setup-and-run` pre-tunes. */
 #define DEFAULT_GRID "dtype=fp16,bf16 hdim=64,128,256 causal=0,1 " \
                      "seqlen=128,256,512,1024,2048,4096,8192,16384,32768"
 

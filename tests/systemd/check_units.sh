@@ -4,8 +4,9 @@
 # DIR is <build>/systemd: the units configured for installation, and
 # verify/ with the same units pointing at the built daemon (it exists only
 # when the tiletuned target does).
-#   units:  the hardening and paths the service must keep (issue 2,
-#           docs/operations.md), and the sysusers.d/tmpfiles.d files applied
+#   units:  the hardening and paths the service must keep
+#           (docs/operations.md), the configuration, reload and metrics
+#           timer settings, and the sysusers.d/tmpfiles.d files applied
 #           to a scratch root (as root only: tmpfiles must chown).
 #   verify: `systemd-analyze verify` on the generated units: no error and
 #           no warning about our units.
