@@ -229,7 +229,7 @@ static void chart(FILE *f, const char *title, const char *ylabel, const series *
     int step = x1 - x0 > 12 ? 2 : 1;
     for (double e = x0; e <= x1 + 1e-9; e += step) {
         double px = PL + (e - x0) / (x1 - x0) * (PR - PL);
-        char lab[16];
+        char lab[24];
         fmt_seqlen((int64_t)llround(pow(2, e)), lab, sizeof lab);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"grid\"/>"
                    "<text x=\"%.1f\" y=\"%d\" class=\"tick\" text-anchor=\"middle\">%s</text>\n",
@@ -256,7 +256,7 @@ static void chart(FILE *f, const char *title, const char *ylabel, const series *
         for (int j = 0; j < s[i].n; j++) fprintf(f, "%s%.2f,%.2f", j ? " " : "", PX(s[i].x[j]), PY(s[i].y[j]));
         fputs("\"/>\n", f);
         for (int j = 0; j < s[i].n; j++) {
-            char lab[16];
+            char lab[24];
             fmt_seqlen(s[i].x[j], lab, sizeof lab);
             fprintf(f,
                     "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"%s\" fill=\"%s\" data-series=\"%s\" data-seqlen=\"%lld\" "

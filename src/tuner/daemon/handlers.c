@@ -296,7 +296,7 @@ static int job_create_per_model(tt_daemon *d, tt_key **keys, int *n, tt_job_mode
             }
             for (int g = 0; g < models; g++) {
                 x[k] = (*keys)[i];
-                snprintf(x[k++].gpu, TT_ID_MAX, "%s", fps[g]);
+                snprintf(x[k++].gpu, TT_ID_MAX, "%.*s", TT_ID_MAX - 1, fps[g]); /* fingerprints fit: -O3 cannot tell */
             }
         }
         free(*keys);

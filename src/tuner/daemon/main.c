@@ -326,11 +326,14 @@ static void default_worker(char *buf, size_t len) {
     char *slash = strrchr(exe, '/');
     if (!slash) return;
     *slash = '\0';
-    snprintf(buf, len, "%s/tiletune-worker", exe);
-    if (access(buf, X_OK) == 0) return;
-    char alt[4200];
-    snprintf(alt, sizeof alt, "%s/" TT_WORKER_RELATIVE, exe);
-    if (access(alt, X_OK) == 0) snprintf(buf, len, "%s", alt);
+    /* a path that does not fit is no worker: the daemon then says so */
+    int m = snprintf(buf, len, "%s/tiletune-worker", exe);
+    if (m > 0 && (size_t)m < len && access(buf, X_OK) == 0) return;
+    m = snprintf(buf, len, "%s/" TT_WORKER_RELATIVE, exe);
+    if (m < 0 || (size_t)m >= len || access(buf, X_OK) != 0) {
+        m = snprintf(buf, len, "%s/tiletune-worker", exe); /* named in the error */
+        if (m < 0 || (size_t)m >= len) buf[0] = '\0';
+    }
 }
 
 int main(int argc, char **argv) {
