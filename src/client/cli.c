@@ -217,7 +217,8 @@ static void print_usage_line(FILE *f, const cli_cmd *cmd) {
     for (int i = 0; cmd->opts[i].name; i++) {
         const cli_opt *o = &cmd->opts[i];
         char left[64];
-        if (short_of(o)) snprintf(left, sizeof left, "-%c%s%s", short_of(o), o->arg ? " " : "", o->arg ? o->arg : "");
+        if (short_of(o) && !optional_value(o))
+            snprintf(left, sizeof left, "-%c%s%s", short_of(o), o->arg ? " " : "", o->arg ? o->arg : "");
         else snprintf(left, sizeof left, "--%s%s%s", o->name, o->arg && !optional_value(o) ? " " : "", o->arg ? o->arg : "");
         fprintf(f, " %s%s%s", o->required ? "" : "[", left, o->required ? "" : "]");
     }
