@@ -60,54 +60,16 @@ static void sb_line(sbuf *b, const char *s, int n) {
 
 /* ---- output files ------------------------------------------------------------- */
 
-/* Writes `data` to `path` atomically: a temporary file in the same
- * directory, fsync, rename over `path`, fsync of the directory. Readers
- * (and a crash) see the old file or the whole new one, never a torn one. */
-static int write_atomic(const char *path, const char *data, size_t len) {
-    char tmp[4200], dirbuf[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
-        return cli_fail("%s: path too long", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) return cli_fail("cannot create a file next to %s: %s", path, strerror(errno));
-    mode_t um = umask(0);
-    umask(um);
-    int rc = fchmod(fd, 0666 & ~um);
-    for (size_t done = 0; rc == 0 && done < len;) {
-        ssize_t n = write(fd, data + done, len - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) rc = -1;
-        else done += (size_t)n;
-    }
-    if (rc == 0) rc = fsync(fd);
-    int e = errno;
-    if (close(fd) < 0 && rc == 0) rc = -1, e = errno;
-    if (rc == 0 && rename(tmp, path) < 0) rc = -1, e = errno;
-    if (rc < 0) {
-        unlink(tmp);
-        return cli_fail("cannot write %s: %s", path, strerror(e));
-    }
-    snprintf(dirbuf, sizeof dirbuf, "%s", path);
-    int dfd = open(dirname(dirbuf), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd); /* the rename itself survives a crash */
-        close(dfd);
-    }
-    return 0;
-}
-
-/* -o FILE (or "-o -" for stdout) from the positional arguments. */
+/* -o/--output FILE ("-" or none: stdout). */
 static int output_path(cli *c, const char **path) {
-    *path = NULL;
-    if (c->npos == 0) return 0;
-    if (c->npos != 2 || strcmp(c->pos[0], "-o") != 0)
-        return cli_usage(c, "export takes -o FILE, not '%s'", c->pos[0]);
-    if (strcmp(c->pos[1], "-") != 0) *path = c->pos[1];
+    const char *o = cli_opt_val(c, "output");
+    *path = o && strcmp(o, "-") != 0 ? o : NULL;
     return 0;
 }
 
 static int emit(const char *path, const sbuf *b) {
     if (b->oom) return cli_fail("out of memory");
-    if (path) return write_atomic(path, b->p ? b->p : "", b->len);
+    if (path) return cli_write_atomic(path, b->p ? b->p : "", b->len);
     if (b->len && fwrite(b->p, 1, b->len, stdout) != b->len) return cli_fail("cannot write: %s", strerror(errno));
     return 0;
 }
@@ -149,8 +111,10 @@ static void table_free(table *t) {
     free(t->no);
 }
 
-/* The daemon's table through EXPORT; every line is checked like a file's. */
-static int fetch_live(cli *c, const char *fields, int best_only, table *t) {
+/* The daemon's table through EXPORT; every line is checked like a file's.
+ * A bad one fails the whole, or with skip_bad is reported and left out
+ * (counted in *skipped). */
+static int fetch_live(cli *c, const char *fields, int best_only, int skip_bad, int64_t *skipped, table *t) {
     char line[512];
     snprintf(line, sizeof line, "EXPORT%s", fields);
     tt__reply r;
@@ -160,8 +124,10 @@ static int fetch_live(cli *c, const char *fields, int best_only, table *t) {
     for (int i = 0; !rc && i < r.nbody; i++) {
         tt_fleet_rec rec;
         char err[512];
-        if (tt_fleet_rec_parse(r.body[i], strlen(r.body[i]), NULL, now, &rec, err, sizeof err) < 0)
-            rc = cli_fail("the daemon exported a bad record %d: %s", i + 1, err);
+        if (tt_fleet_rec_parse(r.body[i], strlen(r.body[i]), NULL, now, &rec, err, sizeof err) < 0) {
+            if (!skip_bad) rc = cli_fail("the daemon exported a bad record %d: %s (--skip-bad leaves it out)", i + 1, err);
+            else fprintf(stderr, "tiletune: skipped the daemon's bad record %d: %s\n", i + 1, err), ++*skipped;
+        }
         else if ((!best_only || rec.kind == TT_FLEET_BEST) && table_add(t, &rec, i + 1) < 0)
             rc = cli_fail("out of memory");
     }
@@ -232,6 +198,8 @@ const cli_opt cli_export_opts[] = {
     {"all-measurements", NULL, "every measurement too, not only the winners (jsonl, csv)", 0},
     {"job", "N", "only the keys of tuning job N (as tuned: this node's GPU and kernel revision)", 0},
     {"shard", "I/N", "label the table as shard I of N; needs --job, the job 'tune --shard I/N' queued", 0},
+    {"output", "FILE", "write to FILE, atomically (default or '-': stdout)", 0},
+    {"skip-bad", NULL, "leave out records that do not pass the checks, each reported, instead of failing", 0},
     {NULL}};
 
 /* The keys of a tuning job (JOB job=N), with the daemon's GPU and
@@ -386,7 +354,8 @@ int cli_cmd_export(cli *c) {
              rev ? rev : "", cli_opt_val(c, "all-measurements") ? " all=1" : "");
     table t = {0};
     keyset ks = {0};
-    if ((rc = fetch_live(c, fields, 0, &t))) goto out;
+    int64_t skipped = 0;
+    if ((rc = fetch_live(c, fields, 0, cli_opt_val(c, "skip-bad") != NULL, &skipped, &t))) goto out;
     if (job) {
         int64_t failed = 0;
         if ((rc = job_keys(c, job, &ks, &failed))) goto out;
@@ -431,6 +400,7 @@ int cli_cmd_export(cli *c) {
         fprintf(stderr, "exported %zu records%s%s to %s (table %s)\n", t.n, shard ? " of shard " : "",
                 shard ? h.shard : "", path, hex);
     }
+    if (!rc && skipped) fprintf(stderr, "tiletune: %lld bad records skipped\n", (long long)skipped);
     free(b.p);
 out:
     free(ks.k);
@@ -655,7 +625,8 @@ static int dbl_cmp(const void *a, const void *b) {
 }
 
 static int load_side(cli *c, const char *what, table *t) {
-    if (strcmp(what, "@live") == 0) return fetch_live(c, "", 1, t);
+    int64_t skipped = 0;
+    if (strcmp(what, "@live") == 0) return fetch_live(c, "", 1, 0, &skipped, t);
     file_ctx x;
     int rc = read_file(what, 1, t, &x);
     if (!rc && x.bad) fprintf(stderr, "%s: %lld bad records left out of the comparison\n", what, (long long)x.bad);

@@ -14,11 +14,11 @@ int cli_cmd_import(cli *c);
 int cli_cmd_diff(cli *c);
 
 #define CLI_FLEET_COMMANDS                                                                         \
-    {"export", "[-o FILE]", "Write the tuning table (winners, with provenance) to FILE or stdout",    \
-     "JSON Lines (jsonl, the default; what import reads), CSV for spreadsheets, or a\n"                          \
+    {"export", "", "Write the tuning table (winners, with provenance) to FILE or stdout",              \
+     "JSON Lines (jsonl, the default; what import reads), CSV for spreadsheets, or a\n"               \
      "consistent SQLite snapshot of the whole database (needs -o). The file is\n"                    \
      "written atomically: readers see the old file or the whole new one.",                            \
-     cli_export_opts, 0, 2, cli_cmd_export},                                                            \
+     cli_export_opts, 0, 0, cli_cmd_export},                                                            \
     {"import", "FILE...", "Merge tuning tables into the daemon's database (admin)",                   \
      "Every file is read and checked before any is sent; bad records are\n"                          \
      "reported with their number and skipped (--strict: one bad record in any\n"                     \

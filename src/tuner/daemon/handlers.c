@@ -209,6 +209,9 @@ static void h_stats(tt_daemon *d, const tt__msg *m, tt_buf *out) {
         .uptime_s = (int64_t)((uv_now(d->loop) - d->started_ms) / 1000),
         .jobs = {jc.queued, jc.running, jc.done, jc.failed, jc.cancelled},
         .gpus = st.gpus,
+        .rev = tt_daemon_rev(d),
+        .start_time_s = d->start_time_s,
+        .store = d->store,
     };
     tt_buf body;
     tt_buf_init(&body);
@@ -304,7 +307,7 @@ static int job_create_per_model(tt_daemon *d, tt_key **keys, int *n, tt_job_mode
             }
             for (int g = 0; g < models; g++) {
                 x[k] = (*keys)[i];
-                snprintf(x[k++].gpu, TT_ID_MAX, "%s", fps[g]);
+                snprintf(x[k++].gpu, TT_ID_MAX, "%.*s", TT_ID_MAX - 1, fps[g]); /* fingerprints fit: -O3 cannot tell */
             }
         }
         free(*keys);

@@ -1101,6 +1101,22 @@ int tt_store_stale_keys(tt_store *s, const char *rev, const char *gpu, tt_store_
     return ret;
 }
 
+int tt_store_count_best_by(tt_store *s, tt_store_group_cb cb, void *ud) {
+    if (!s || !cb) return TT_ERR_INVAL;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT gpu, rev, count(*) FROM best GROUP BY gpu, rev ORDER BY gpu, rev", -1,
+                                &st, NULL);
+    if (rc != SQLITE_OK) return db_fail(s, rc, "records by GPU and revision");
+    int ret = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *gpu = (const char *)sqlite3_column_text(st, 0), *rev = (const char *)sqlite3_column_text(st, 1);
+        if ((ret = cb(ud, gpu ? gpu : "", rev ? rev : "", sqlite3_column_int64(st, 2))) != 0) break;
+    }
+    if (ret == 0 && rc != SQLITE_DONE) ret = db_fail(s, rc, "records by GPU and revision");
+    sqlite3_finalize(st);
+    return ret;
+}
+
 int tt_store_snapshot(tt_store *s, const char *dest) {
     if (!s || !dest || !*dest) return TT_ERR_INVAL;
     if (s->depth) return inval(s, "snapshot inside a transaction");

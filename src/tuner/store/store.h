@@ -116,6 +116,11 @@ int tt_store_failed_configs(tt_store *s, const tt_key *key, tt_store_config_cb c
 typedef int (*tt_store_key_cb)(void *ud, const tt_key *key);
 int tt_store_stale_keys(tt_store *s, const char *rev, const char *gpu, tt_store_key_cb cb, void *ud);
 
+/* The winners counted by GPU and kernel revision, in that order (one
+ * query; metrics group them further, e.g. stale = rev not the current). */
+typedef int (*tt_store_group_cb)(void *ud, const char *gpu, const char *rev, int64_t count);
+int tt_store_count_best_by(tt_store *s, tt_store_group_cb cb, void *ud);
+
 /* Counts for STATUS. */
 int tt_store_count_best(tt_store *s, int64_t *out);
 int tt_store_count_measurements(tt_store *s, int64_t *out);
