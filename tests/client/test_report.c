@@ -31,10 +31,13 @@ static size_t make_table(tt_fleet_rec *out, int changed) {
     for (int i = 0; i < 4; i++) {
         if (changed && seqlens[i] == 4096) continue; /* only in A */
         tt_fleet_rec w = fu_rec(0, seqlens[i], other_block_n(seqlens[i], changed && seqlens[i] == 1024), times[i], "node-a");
+        /* round numbers to check the charts against: 100 / time */
+        w.rec.tflops = 100.0 / times[i];
         out[n++] = w;
         /* the built-in default measured at 100 TFLOP/s, a wgmma variant at 150 */
         tt_fleet_rec d = fu_rec(0, seqlens[i], 64, 1.0, "node-a");
         d.kind = TT_FLEET_MEASUREMENT;
+        d.rec.tflops = 100;
         ASSERT_OK(tt_config_default(&d.rec.key, &d.rec.config));
         out[n++] = d;
         tt_fleet_rec g = d;
@@ -55,6 +58,7 @@ static size_t make_table(tt_fleet_rec *out, int changed) {
     sk.rec.status = TT_MEAS_SKIPPED;
     out[n++] = sk;
     tt_fleet_rec st = fu_rec(0, STALE_SEQLEN, 64, STALE_TIME, "node-b");
+    st.rec.tflops = 100.0 / STALE_TIME;
     snprintf(st.rec.key.rev, sizeof st.rec.key.rev, "0c0d");
     st.rec.measured_at -= 86400;
     out[n++] = st;
