@@ -22,10 +22,12 @@ ALLOWED = {
     "tuner/worker": {"common", "kernels"},
 }
 # Files of a module that may reach further than the module as a whole.
-# The CLI's fleet commands read tables (the library libtiletune never does).
+# The CLI's fleet commands and its report read tables, and tune checks
+# --shard (the library libtiletune never does any of these).
+CLI_TABLES = {"cli_fleet.c", "cli_fleet.h", "cli_report.c", "report.c", "report.h"}
 NARROW = {
-    "client": {"tuner/fleet": {"cli_fleet.c", "cli_fleet.h"},
-               "tuner/store": {"cli_fleet.c", "cli_fleet.h"}},
+    "client": {"tuner/fleet": CLI_TABLES | {"cli_cmds.c"},
+               "tuner/store": CLI_TABLES},
 }
 # Headers of tuner/store that need no SQLite: the only ones a module outside
 # the daemon's side may include.

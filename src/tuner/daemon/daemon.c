@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <systemd/sd-daemon.h>
 
 #include "tuner/daemon/conn.h"
@@ -35,6 +36,7 @@ static void maybe_finish(tt_daemon *d) {
     close_if_open((uv_handle_t *)&d->watchdog);
     close_if_open((uv_handle_t *)&d->sig_term);
     close_if_open((uv_handle_t *)&d->sig_int);
+    close_if_open((uv_handle_t *)&d->sig_hup);
     tt_store_close(d->store);
     d->store = NULL;
     tt_info("stopped");
@@ -74,6 +76,35 @@ static void on_signal(uv_signal_t *h, int sig) {
     stop(h->data, sig == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+static void raise_fd_limit(int conns);
+
+/* systemctl reload: what can change without a restart takes effect; a
+ * file that does not parse changes nothing. */
+static void on_hup(uv_signal_t *h, int sig) {
+    tt_daemon *d = h->data;
+    char err[512];
+    (void)sig;
+    if (!d->opts.reload || d->stopping) return;
+    sd_notify(0, "RELOADING=1");
+    tt_daemon_opts o = d->opts;
+    tt_auth a;
+    if (d->opts.reload(d->opts.reload_ud, &o, err, sizeof err) < 0) {
+        tt_err("reload refused, the settings stay: %s", err);
+    } else if (tt_auth_init(&a, o.admin_group, err, sizeof err) < 0) {
+        tt_err("reload: %s; the admin group stays", err);
+    } else {
+        d->auth = a;
+        d->opts.admin_group = o.admin_group;
+        d->opts.max_connections = o.max_connections;
+        d->opts.idle_timeout_s = o.idle_timeout_s;
+        raise_fd_limit(o.max_connections);
+        tt_info("reloaded: admin group %s, max connections %d, idle timeout %d s, log level %s",
+                o.admin_group ? o.admin_group : "none", o.max_connections, o.idle_timeout_s,
+                tt_log_level_name(tt__log_level));
+    }
+    sd_notify(0, "READY=1");
+}
+
 static void on_watchdog(uv_timer_t *t) {
     (void)t;
     sd_notify(0, "WATCHDOG=1");
@@ -98,8 +129,12 @@ static void on_measurement(void *ud, const tt_record *rec, int became_best) {
 
 static void on_worker(void *ud, int gpu, int started, int failed) {
     tt_daemon *d = ud;
-    (void)gpu;
-    if (started) d->stats.worker_starts++;
+    if (started) {
+        uint64_t bit = gpu >= 0 && gpu < 64 ? 1ull << gpu : 0;
+        if (bit && (d->workers_seen & bit)) d->stats.worker_restarts++;
+        d->workers_seen |= bit;
+        d->stats.worker_starts++;
+    }
     if (failed) d->stats.worker_failures++;
 }
 
@@ -170,11 +205,15 @@ int tt_daemon_run(const tt_daemon_opts *opts) {
     }
     d->sup_running = 1;
     d->started_ms = uv_now(d->loop);
+    d->start_time_s = (int64_t)time(NULL);
     uv_signal_init(d->loop, &d->sig_term);
     uv_signal_init(d->loop, &d->sig_int);
     d->sig_term.data = d->sig_int.data = d;
     uv_signal_start(&d->sig_term, on_signal, SIGTERM);
     uv_signal_start(&d->sig_int, on_signal, SIGINT);
+    uv_signal_init(d->loop, &d->sig_hup);
+    d->sig_hup.data = d;
+    uv_signal_start(&d->sig_hup, on_hup, SIGHUP);
     uv_timer_init(d->loop, &d->stop_timer);
     d->stop_timer.data = d;
     uv_timer_init(d->loop, &d->watchdog);

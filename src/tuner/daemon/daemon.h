@@ -24,6 +24,11 @@ typedef struct tt_daemon_opts {
     int max_connections;     /* > 0 */
     int idle_timeout_s;      /* > 0 */
     int worker_timeout_s;    /* silence limit of a measuring worker */
+    /* SIGHUP: re-reads the settings into *o (admin_group, max_connections,
+     * idle_timeout_s; the log level itself). 0, or -1 with the reason and
+     * nothing changed. NULL: SIGHUP is ignored. */
+    int (*reload)(void *ud, struct tt_daemon_opts *o, char *err, size_t errlen);
+    void *reload_ud;
 } tt_daemon_opts;
 
 typedef struct tt_conn tt_conn;
@@ -37,14 +42,17 @@ typedef struct tt_daemon {
     tt_auth auth;
     tt_stats stats;
     tt_listener listener;
-    uv_signal_t sig_term, sig_int;
+    uv_signal_t sig_term, sig_int, sig_hup;
     uv_timer_t watchdog, stop_timer;
     tt_conn *conns;    /* every live connection, refused ones included */
     int64_t conn_open; /* accepted under the cap and not closed */
     int64_t conn_live; /* every tt_conn not yet freed */
     uint64_t started_ms;
+    int64_t start_time_s;     /* Unix time */
+    uint64_t workers_seen;    /* bit g: GPU g's worker has started once */
     int stopping, exit_code, sup_running;
     char builtin_rev[TT_ID_MAX];
+    int64_t last_import_at; /* unix seconds of the last committed IMPORT */
 } tt_daemon;
 
 /* Runs the daemon until SIGTERM/SIGINT; returns the process exit code. */

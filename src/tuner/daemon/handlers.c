@@ -140,6 +140,8 @@ static void h_lookup(tt_daemon *d, const tt__msg *m, tt_buf *out) {
         p = stpcpy(p, " group=");
         p = put_u64(p, (uint64_t)r.group);
     }
+    /* a default answer where a winner of another kernel revision exists */
+    if (r.match == TT_MATCH_DEFAULT && tt_index_other_rev(d->index, &key)) p = stpcpy(p, " stale=1");
     if (r.match != TT_MATCH_DEFAULT && r.tflops >= 0 && r.tflops < 1e12) {
         uint64_t c = (uint64_t)(r.tflops * 100 + 0.5); /* %.2f */
         p = stpcpy(p, " tflops=");
@@ -173,13 +175,17 @@ static void h_status(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     const char *gs;
     for (int i = 0; (gs = tt_supervisor_gpu_state(d->sup, i)) && ns + 16 < sizeof states; i++)
         ns += (size_t)snprintf(states + ns, sizeof states - ns, "%s%s", i ? "," : "", gs);
+    tt_fleet_ident id;
+    tt_fleet_table_ident(d, &id);
     tt_buf_printf(out,
                   "OK version=%s uptime_s=%llu gpus=%d rev=%s gpu=%s records=%zu jobs_queued=%lld "
-                  "jobs_running=%lld tuning=%s reason=%s gpus_lost=%d models=%d gpu_states=%s\n",
+                  "jobs_running=%lld tuning=%s reason=%s gpus_lost=%d models=%d gpu_states=%s "
+                  "stale=%lld table=%s last_import=%lld\n",
                   TT_VERSION_STRING, (unsigned long long)((uv_now(d->loop) - d->started_ms) / 1000),
                   st.gpus, tt_daemon_rev(d), gpu[0] ? gpu : "none", tt_index_count(d->index),
                   (long long)jc.queued, (long long)jc.running, tt_tuning_state_name(st.state),
-                  st.reason, st.lost, st.models, ns ? states : "none");
+                  st.reason, st.lost, st.models, ns ? states : "none", (long long)id.stale, id.checksum,
+                  (long long)id.last_import_at);
 }
 
 static void h_stats(tt_daemon *d, const tt__msg *m, tt_buf *out) {
@@ -196,12 +202,20 @@ static void h_stats(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     if (job_counts(d, &jc, out) < 0) return;
     tt_supervisor_status st;
     tt_supervisor_get_status(d->sup, &st);
+    tt_fleet_ident id;
+    tt_fleet_table_ident(d, &id);
     tt_stats_gauges g = {
+        .stale = id.stale,
+        .last_import_at = id.last_import_at,
+        .table = id.checksum,
         .conn_open = d->conn_open,
         .records = (int64_t)tt_index_count(d->index),
         .uptime_s = (int64_t)((uv_now(d->loop) - d->started_ms) / 1000),
         .jobs = {jc.queued, jc.running, jc.done, jc.failed, jc.cancelled},
         .gpus = st.gpus,
+        .rev = tt_daemon_rev(d),
+        .start_time_s = d->start_time_s,
+        .store = d->store,
     };
     tt_buf body;
     tt_buf_init(&body);
@@ -300,7 +314,7 @@ static int job_create_per_model(tt_daemon *d, tt_key_v2 **keys, int *n, tt_job_m
             }
             for (int g = 0; g < models; g++) {
                 x[k] = (*keys)[i];
-                snprintf(x[k++].gpu, TT_ID_MAX, "%s", fps[g]);
+                snprintf(x[k++].gpu, TT_ID_MAX, "%.*s", TT_ID_MAX - 1, fps[g]); /* fingerprints fit: -O3 cannot tell */
             }
         }
         free(*keys);

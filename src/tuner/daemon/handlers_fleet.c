@@ -8,8 +8,11 @@
 
 #include "tuner/daemon/conn.h"
 #include "tuner/fleet/merge.h"
+#include "tuner/fleet/plausible.h"
 #include "tuner/fleet/record.h"
 #include "tuner/daemon/handlers.h"
+#include "common/fail.h"
+#include "common/hash.h"
 #include "common/key.h"
 #include "tuner/daemon/log.h"
 #ifdef TT_HAVE_KERNELS
@@ -44,15 +47,39 @@ void tt_fleet_body_free(tt_fleet_body *b) {
 
 #define ERR(code, ...) tt_handle_error(d, out, TT_ERRC_##code, __VA_ARGS__)
 
-/* The kernel source's rule for a config at a head_dim (no device: shapes
- * only; a device limit is the worker's business). */
-static int config_rule(const tt_config *cfg, int32_t head_dim, char *err, size_t errlen) {
+/* The kernel source's rule for a record's config on the GPU the record
+ * names: the arch's nominal limits (its family, shared memory) and, where
+ * the record has its compile report, the register file (64 K registers a
+ * CTA, 255 a thread on every arch the kernels run on). */
+static int arch_rule(const tt_record *r, const tt_gpu_info *g, char *err, size_t errlen) {
 #ifdef TT_HAVE_KERNELS
-    return tt__variant_check(cfg, head_dim, NULL, err, errlen);
+    tt__device_limits lim;
+    if (tt__device_limits_nominal(g->cc_major * 10 + g->cc_minor, &lim) < 0)
+        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "no kernel family runs on this compute capability");
+    int rc = tt__variant_check(&r->config, r->key.head_dim, &lim, err, errlen);
+    if (rc < 0) return rc;
+    if (r->regs > 255 || (int64_t)r->regs * 32 * r->config.warps > 65536)
+        return tt__fail(TT_ERR_RANGE, err, errlen, "%d registers a thread x %d warps do not fit the register file",
+                        (int)r->regs, (int)r->config.warps);
+    if (r->smem_bytes > lim.smem_optin)
+        return tt__fail(TT_ERR_RANGE, err, errlen, "%d bytes of shared memory, the arch allows %d per block",
+                        (int)r->smem_bytes, (int)lim.smem_optin);
+    return 0;
 #else
-    (void)cfg, (void)head_dim, (void)err, (void)errlen;
+    (void)r, (void)g, (void)err, (void)errlen;
     return 0;
 #endif
+}
+
+int tt_fleet_daemon_config_rule(const tt_fleet_rec *f, const char *config_text, char *err, size_t errlen) {
+    int rc = tt_fleet_plausible_check(f, config_text, err, errlen);
+    if (rc < 0) return rc;
+    char why[256];
+    if (arch_rule(&f->rec, &f->gpu, why, sizeof why) < 0)
+        return tt__fail(TT_ERR_INVAL, err, errlen, "config %s not valid at head_dim %d on %s (sm_%d%d): %s",
+                        config_text, (int)f->rec.key.head_dim, f->gpu.name, (int)f->gpu.cc_major,
+                        (int)f->gpu.cc_minor, why);
+    return 0;
 }
 
 static int flag(const tt__msg *m, const char *name, int *out) {
@@ -144,6 +171,7 @@ static void finish_import(tt_daemon *d, tt_fleet_body *b, tt_buf *out) {
         return;
     }
     n.rejected += parse_rejects;
+    if (committed) d->last_import_at = (int64_t)time(NULL);
     tt_info("import (%s%s%s): added=%lld replaced=%lld kept=%lld rejected=%lld stale=%lld foreign=%lld%s",
             tt_fleet_policy_name(b->policy), b->dry_run ? ", dry run" : "", b->strict ? ", strict" : "",
             (long long)n.added, (long long)n.replaced, (long long)n.kept, (long long)n.rejected,
@@ -184,7 +212,7 @@ int tt_handle_import_line(tt_daemon *d, tt_conn *c, const char *line, size_t len
                 /* Cannot keep the record: the import cannot be whole. */
                 b->discard = 1;
                 ERR(INTERNAL, "out of memory holding the import; nothing changed");
-            } else if (tt_fleet_rec_parse(line, len, config_rule, (int64_t)time(NULL), &b->recs[b->n], err,
+            } else if (tt_fleet_rec_parse(line, len, tt_fleet_daemon_config_rule, (int64_t)time(NULL), &b->recs[b->n], err,
                                           sizeof err) < 0) {
                 tt_buf_printf(&b->rejects, "record=%lld %s\n", (long long)b->line_no, err);
                 b->nrej++;
@@ -367,4 +395,34 @@ void tt_handle_export(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     else if (strcmp(format, "sqlite") == 0 && !gpu && !rev && !all) export_sqlite(d, out);
     else if (strcmp(format, "sqlite") == 0) ERR(FIELD, "format=sqlite copies the whole database: no gpu, rev or all");
     else ERR(UNSUPPORTED, "format must be json or sqlite");
+}
+
+/* ---- the table's identity (STATUS, STATS) ------------------------------------ */
+
+typedef struct ident_ctx {
+    tt_daemon *d;
+    const char *gpu, *rev;
+    uint64_t sum;
+    int64_t stale;
+} ident_ctx;
+
+static void ident_one(void *ud, const tt_key_v2 *key, const tt_config *cfg) {
+    ident_ctx *x = ud;
+    x->sum = tt_fleet_table_sum_add(x->sum, key, cfg);
+    /* stale: this GPU's winner of another revision with none of the
+     * current one, which lookups answer with the default */
+    if (x->gpu[0] && strcmp(key->gpu, x->gpu) == 0 && strcmp(key->rev, x->rev) != 0) {
+        tt_key_v2 k = *key;
+        snprintf(k.rev, sizeof k.rev, "%s", x->rev);
+        tt_lookup_result r;
+        if (tt_index_lookup(x->d->index, &k, &r) == 0 && r.match != TT_MATCH_EXACT) x->stale++;
+    }
+}
+
+void tt_fleet_table_ident(tt_daemon *d, tt_fleet_ident *out) {
+    ident_ctx x = {d, tt_daemon_gpu(d), tt_daemon_rev(d), 0, 0};
+    tt_index_each(d->index, ident_one, &x);
+    tt__hash_hex(x.sum, out->checksum);
+    out->stale = x.stale;
+    out->last_import_at = d->last_import_at;
 }

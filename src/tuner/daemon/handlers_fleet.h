@@ -23,6 +23,13 @@
 #include "tuner/daemon/buf.h"
 #include "tuner/daemon/daemon.h"
 #include "common/proto.h"
+#include "tuner/fleet/record.h"
+
+/* IMPORT's check of a record: plausible (tt_fleet_plausible), and its
+ * config legal on the GPU it names: the kernels' rule (tt__variant_check)
+ * at that compute capability's limits, plus the record's registers and
+ * shared memory. */
+int tt_fleet_daemon_config_rule(const tt_fleet_rec *f, const char *config_text, char *err, size_t errlen);
 
 /* The state of an IMPORT whose body is arriving; owned by its connection. */
 typedef struct tt_fleet_body tt_fleet_body;
@@ -34,5 +41,17 @@ int tt_handle_import(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out);
 /* One body line of the IMPORT in progress on `c`. */
 int tt_handle_import_line(tt_daemon *d, tt_conn *c, const char *line, size_t len, tt_buf *out);
 void tt_handle_export(tt_daemon *d, const tt__msg *m, tt_buf *out);
+
+/* What identifies the table a node serves, for STATUS and STATS: the
+ * checksum of every winner (tt_fleet_table_sum_add, the same for the same
+ * table on any node and in `tiletune export`'s report), how many of this
+ * GPU's keys have only a winner of another kernel revision, and when an
+ * IMPORT last changed the database (0: not since the daemon started). */
+typedef struct tt_fleet_ident {
+    char checksum[17];
+    int64_t stale;
+    int64_t last_import_at;
+} tt_fleet_ident;
+void tt_fleet_table_ident(tt_daemon *d, tt_fleet_ident *out);
 
 #endif

@@ -1,6 +1,7 @@
 #include "tuner/daemon/index.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,8 @@ typedef struct table {
 struct tt_index {
     table entries; /* of entry*, by full key */
     table groups;  /* of group*, by group key */
+    char (*revs)[TT_ID_MAX]; /* every revision ever put: a handful */
+    size_t nrevs;
 };
 
 static uint64_t key_hash(const tt_key_v2 *k) {
@@ -136,10 +139,30 @@ void tt_index_free(tt_index *ix) {
     }
     free(ix->entries.slots);
     free(ix->groups.slots);
+    free(ix->revs);
     free(ix);
 }
 
 size_t tt_index_count(const tt_index *ix) { return ix->entries.n; }
+
+void tt_index_each(const tt_index *ix, void (*fn)(void *ud, const tt_key_v2 *key, const tt_config *cfg), void *ud) {
+    for (size_t i = 0; i < ix->entries.cap; i++) {
+        const entry *e = ix->entries.slots[i];
+        if (e) fn(ud, &e->key, &e->cfg);
+    }
+}
+
+int tt_index_other_rev(const tt_index *ix, const tt_key_v2 *key) {
+    if (!ix->entries.cap) return 0;
+    tt_key_v2 k = *key;
+    tt__key_canon(&k);
+    for (size_t r = 0; r < ix->nrevs; r++) {
+        if (strcmp(ix->revs[r], key->rev) == 0) continue;
+        memcpy(k.rev, ix->revs[r], sizeof k.rev);
+        if (table_get(&ix->entries, &k, 1)) return 1;
+    }
+    return 0;
+}
 
 int tt_index_put(tt_index *ix, const tt_key_v2 *key_in, const tt_config *cfg, double tflops) {
     if (!ix || !key_in || !cfg || !key_in->gpu[0] || !key_in->rev[0]) return TT_ERR_INVAL;
@@ -155,6 +178,14 @@ int tt_index_put(tt_index *ix, const tt_key_v2 *key_in, const tt_config *cfg, do
     group *g = table_get(&ix->groups, &gk, 0);
     int new_group = 0;
     if (!g) {
+        size_t r = 0;
+        while (r < ix->nrevs && strcmp(ix->revs[r], key->rev) != 0) r++;
+        if (r == ix->nrevs) {
+            char(*revs)[TT_ID_MAX] = realloc(ix->revs, (r + 1) * sizeof *revs);
+            if (!revs) return TT_ERR_NOMEM;
+            ix->revs = revs;
+            snprintf(revs[ix->nrevs++], TT_ID_MAX, "%s", key->rev);
+        }
         if (!(g = calloc(1, sizeof *g))) return TT_ERR_NOMEM;
         g->key = gk;
         new_group = 1;

@@ -1,6 +1,20 @@
 #include "tuner/daemon/stats.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "tuner/store/store.h"
+
+const uint64_t tt_lookup_bucket_ns[TT_LOOKUP_BUCKETS] = {1000,  2500,   5000,   10000,   25000,
+                                                         50000, 100000, 250000, 1000000, 10000000};
+
+void tt_stats_observe_lookup(tt_stats *s, uint64_t ns) {
+    int i = 0;
+    while (i < TT_LOOKUP_BUCKETS && ns > tt_lookup_bucket_ns[i]) i++;
+    s->lookup_hist[i]++;
+    s->lookup_sum_ns += ns;
+}
 
 static const char *const verb_upper[] = {
 #define X(v) #v,
@@ -99,6 +113,94 @@ static void emit(body *b, int prom, const family *f, int *header_done, const cha
     settle(b, before);
 }
 
+/* One preformatted line (or block) of the body. */
+static void line(body *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void line(body *b, const char *fmt, ...) {
+    if (b->full) return;
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp) return; /* labels are bounded hex ids: never */
+    size_t before = b->out->len;
+    tt_buf_printf(b->out, "%s", tmp);
+    settle(b, before);
+}
+
+/* The conventional pair: tiletune_build_info{version,rev} 1 and the
+ * unprefixed process_start_time_seconds. The text form keeps uptime. */
+static void build_and_process(body *b, int prom, const tt_stats_gauges *g) {
+    const char *rev = g->rev ? g->rev : "";
+    if (!prom) {
+        line(b, "start_time_seconds %lld\n", (long long)g->start_time_s);
+        return;
+    }
+    line(b, "# HELP tiletune_build_info The daemon's version and kernel revision (value 1).\n"
+            "# TYPE tiletune_build_info gauge\n");
+    line(b, "tiletune_build_info{version=\"%s\",rev=\"%s\"} 1\n", TT_VERSION_STRING, rev);
+    line(b, "# HELP process_start_time_seconds Start time of the process since the Unix epoch in seconds.\n"
+            "# TYPE process_start_time_seconds gauge\n");
+    line(b, "process_start_time_seconds %lld\n", (long long)g->start_time_s);
+}
+
+/* LOOKUP service time: a Prometheus histogram; the text form gives the
+ * count, the sum and the cumulative bucket counts. */
+static void lookup_histogram(body *b, int prom, const tt_stats *s) {
+    uint64_t cum = 0;
+    if (prom)
+        line(b, "# HELP tiletune_lookup_duration_seconds Time to answer a LOOKUP, from its line to its reply.\n"
+                "# TYPE tiletune_lookup_duration_seconds histogram\n");
+    for (int i = 0; i <= TT_LOOKUP_BUCKETS; i++) {
+        cum += s->lookup_hist[i];
+        if (i == TT_LOOKUP_BUCKETS) {
+            if (prom) line(b, "tiletune_lookup_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+        } else if (prom) {
+            line(b, "tiletune_lookup_duration_seconds_bucket{le=\"%g\"} %llu\n", (double)tt_lookup_bucket_ns[i] / 1e9,
+                 (unsigned long long)cum);
+        } else {
+            line(b, "lookup_duration_le_%lluns %llu\n", (unsigned long long)tt_lookup_bucket_ns[i],
+                 (unsigned long long)cum);
+        }
+    }
+    if (prom) {
+        line(b, "tiletune_lookup_duration_seconds_sum %.9f\n", (double)s->lookup_sum_ns / 1e9);
+        line(b, "tiletune_lookup_duration_seconds_count %llu\n", (unsigned long long)cum);
+    } else {
+        line(b, "lookup_duration_count %llu\n", (unsigned long long)cum);
+        line(b, "lookup_duration_sum_ns %llu\n", (unsigned long long)s->lookup_sum_ns);
+    }
+}
+
+typedef struct group_ctx {
+    body *b;
+    int prom;
+    const char *rev;
+    int64_t stale;
+} group_ctx;
+
+static int on_group(void *ud, const char *gpu, const char *rev, int64_t n) {
+    group_ctx *x = ud;
+    int stale = x->rev && strcmp(rev, x->rev) != 0;
+    if (stale) x->stale += n;
+    if (x->prom) line(x->b, "tiletune_table_records{gpu=\"%s\",rev=\"%s\",stale=\"%d\"} %lld\n", gpu, rev, stale, (long long)n);
+    else line(x->b, "table_records_%s_%s %lld\n", gpu, rev, (long long)n);
+    return 0;
+}
+
+/* Winners in the database by GPU, kernel revision and staleness (another
+ * revision than the daemon's), from one store query; a database error
+ * leaves the family out rather than failing STATS. */
+static void table_records(body *b, int prom, const tt_stats_gauges *g) {
+    group_ctx x = {b, prom, g->rev, 0};
+    if (prom)
+        line(b, "# HELP tiletune_table_records Tuned winners in the database, by GPU, kernel revision and "
+                "staleness (another revision than the daemon's).\n"
+                "# TYPE tiletune_table_records gauge\n");
+    tt_store_count_best_by(g->store, on_group, &x);
+    if (!prom) line(b, "table_records_stale %lld\n", (long long)x.stale);
+}
+
 int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prom, tt_buf *out) {
     body b = {out, 0, 0};
     int hd;
@@ -118,6 +220,9 @@ int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prom, tt_bu
     static const family records = {"records", "Tuned winners held in memory.", "gauge", NULL};
     static const family gpus = {"gpus", "GPUs reported by the measurement workers.", "gauge", NULL};
     static const family uptime = {"uptime_seconds", "Seconds since the daemon started.", "gauge", NULL};
+    static const family stale = {"stale_keys", "Keys of this GPU whose only winner is of another kernel revision.", "gauge", NULL};
+    static const family imported = {"last_import_timestamp_seconds", "When an import last changed the database (0: not since start).", "gauge", NULL};
+    static const family table = {"table_info", "The served table's checksum (same table, same checksum).", "gauge", "checksum"};
 
     hd = 0;
     for (int i = 0; i < TT_VERB_COUNT; i++) emit(&b, prom, &requests, &hd, verb_lower[i], (long long)s->requests[i]);
@@ -134,7 +239,7 @@ int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prom, tt_bu
         {&created, (long long)s->jobs_created}, {&cancelled, (long long)s->jobs_cancelled},
         {&meas, (long long)s->measurements}, {&wstarts, (long long)s->worker_starts},
         {&wfail, (long long)s->worker_failures}, {&records, g->records}, {&gpus, g->gpus},
-        {&uptime, g->uptime_s},
+        {&uptime, g->uptime_s}, {&stale, g->stale}, {&imported, g->last_import_at},
     };
     for (size_t i = 0; i < sizeof single / sizeof single[0]; i++) {
         hd = 0;
@@ -142,5 +247,14 @@ int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prom, tt_bu
     }
     hd = 0;
     for (int i = 0; i < 5; i++) emit(&b, prom, &jobs, &hd, job_states[i], g->jobs[i]);
+    hd = 0;
+    if (g->table) emit(&b, prom, &table, &hd, g->table, 1);
+    static const family restarts = {"worker_restarts_total", "Worker processes started again after a GPU's first.",
+                                    "counter", NULL};
+    hd = 0;
+    emit(&b, prom, &restarts, &hd, NULL, (long long)s->worker_restarts);
+    build_and_process(&b, prom, g);
+    lookup_histogram(&b, prom, s);
+    if (g->store) table_records(&b, prom, g);
     return b.lines;
 }

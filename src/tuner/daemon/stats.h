@@ -40,6 +40,11 @@ const char *tt_errc_name(tt_errc e); /* the wire word: "range" */
 /* The wire code for a negative TT_ERR_* status of a handler. */
 tt_errc tt_errc_from_status(int status);
 
+/* LOOKUP service time (parse, index, reply), upper bounds in ns of the
+ * histogram's buckets; a last bucket takes the rest (+Inf). */
+#define TT_LOOKUP_BUCKETS 10
+extern const uint64_t tt_lookup_bucket_ns[TT_LOOKUP_BUCKETS];
+
 typedef struct tt_stats {
     uint64_t requests[TT_VERB_COUNT];
     uint64_t lookups[3]; /* by tt_match */
@@ -47,7 +52,14 @@ typedef struct tt_stats {
     uint64_t conn_accepted, conn_refused, conn_timed_out;
     uint64_t jobs_created, jobs_cancelled;
     uint64_t measurements, worker_starts, worker_failures;
+    uint64_t worker_restarts; /* starts of a GPU's worker after its first */
+    uint64_t lookup_hist[TT_LOOKUP_BUCKETS + 1], lookup_sum_ns;
 } tt_stats;
+
+/* One LOOKUP served in `ns`. */
+void tt_stats_observe_lookup(tt_stats *s, uint64_t ns);
+
+struct tt_store;
 
 /* Gauges the daemon reads at the time of the request. */
 typedef struct tt_stats_gauges {
@@ -56,6 +68,16 @@ typedef struct tt_stats_gauges {
     int64_t uptime_s;
     int64_t jobs[5]; /* by tt_job_state: queued running done failed cancelled */
     int64_t gpus;
+    int64_t stale;          /* this GPU's keys with only a stale winner */
+    int64_t last_import_at; /* unix seconds, 0: none */
+    const char *table;      /* the winners' checksum (hex) */
+    /* build and process: tiletune_build_info{version,rev}, and
+     * process_start_time_seconds (Unix time) */
+    const char *rev;
+    int64_t start_time_s;
+    /* tiletune_table_records{gpu,rev,stale}: read from the store at the
+     * time of the request; NULL leaves them out */
+    struct tt_store *store;
 } tt_stats_gauges;
 
 /* Appends the body lines to `out` and returns how many there are. Out of

@@ -127,6 +127,14 @@ static void close_handle(uv_handle_t *h) {
     if (!uv_is_closing(h)) uv_close(h, on_closed);
 }
 
+/* The claimed key as text, for the journal's KEY= field (static: one
+ * log call at a time on the loop). */
+static const char *claim_key(const worker *w) {
+    static char buf[TT_LINE_MAX];
+    if (tt__key_format(&w->claim.key, buf, sizeof buf) < 0) buf[0] = '\0';
+    return buf;
+}
+
 static void timer_start(worker *w, uv_timer_cb cb, uint64_t ms) {
     uv_timer_stop(&w->timer);
     uv_timer_start(&w->timer, cb, ms, 0);
@@ -179,11 +187,12 @@ static void on_timeout(uv_timer_t *t) {
         kill_worker(w, KILL_STOP, SIGKILL);
         if (w->exited) close_out(w);
     } else if (w->state == W_STARTING) {
-        tt_warn("worker for GPU %d said no HELLO within %d s: killing it", w->index,
+        tt_log_ev(TT_LOG_WARN, -1, w->index, NULL, "worker for GPU %d said no HELLO within %d s: killing it", w->index,
                 w->sup->opts.hello_timeout_s);
         kill_worker(w, KILL_HELLO, SIGKILL);
     } else if (w->state == W_BUSY) {
-        tt_warn("worker for GPU %d silent for %d s while measuring: killing it", w->index,
+        tt_log_ev(TT_LOG_WARN, w->has_claim ? w->claim.job_id : -1, w->index, w->has_claim ? claim_key(w) : NULL,
+                  "worker for GPU %d silent for %d s while measuring: killing it", w->index,
                 w->sup->opts.measure_timeout_s);
         kill_worker(w, KILL_SILENCE, SIGKILL);
     }
@@ -207,9 +216,11 @@ static void on_drain_timeout(uv_timer_t *t) { close_out(t->data); }
 static void on_proc_exit(uv_process_t *p, int64_t status, int sig) {
     worker *w = p->data;
     w->exited = 1;
-    if (sig) tt_log(w->sup->stopping ? TT_LOG_DEBUG : TT_LOG_WARN, "worker for GPU %d killed by signal %d", w->index, sig);
-    else if (status) tt_warn("worker for GPU %d exited with status %lld", w->index, (long long)status);
-    else tt_debug("worker for GPU %d exited", w->index);
+    if (sig)
+        tt_log_ev(w->sup->stopping ? TT_LOG_DEBUG : TT_LOG_WARN, -1, w->index, NULL, "worker for GPU %d killed by signal %d",
+                  w->index, sig);
+    else if (status) tt_log_ev(TT_LOG_WARN, -1, w->index, NULL, "worker for GPU %d exited with status %lld", w->index, (long long)status);
+    else tt_log_ev(TT_LOG_DEBUG, -1, w->index, NULL, "worker for GPU %d exited", w->index);
     close_handle((uv_handle_t *)&w->proc);
     close_handle((uv_handle_t *)&w->in);
     if (!w->out_closed) timer_start(w, on_drain_timeout, EXIT_DRAIN_MS);
@@ -275,8 +286,8 @@ static void settle_blame(worker *w, int gpu_there) {
                 (long long)w->claim.job_id);
         record(w, &w->blamed);
     } else {
-        tt_warn("GPU %d's worker died on a variant, but the GPU is gone: the variant is not blamed",
-                w->index);
+        tt_log_ev(TT_LOG_WARN, -1, w->index, NULL,
+                  "GPU %d's worker died on a variant, but the GPU is gone: the variant is not blamed", w->index);
     }
 }
 
@@ -332,7 +343,7 @@ static void worker_gone(worker *w) {
         w->trying = 0;
         drop_if_cancelled(w);
         if (w->has_claim && w->crashes >= s->opts.max_key_crashes) {
-            tt_warn("key %d of job %lld failed: its worker died %d times", w->claim.seq,
+            tt_log_ev(TT_LOG_WARN, w->claim.job_id, w->index, claim_key(w), "key %d of job %lld failed: its worker died %d times", w->claim.seq,
                     (long long)w->claim.job_id, w->crashes);
             finish_key(w, TT_JKEY_FAILED);
         }
@@ -341,7 +352,7 @@ static void worker_gone(worker *w) {
     int shift = w->failures - 1 < 16 ? w->failures - 1 : 16;
     uint64_t ms = (uint64_t)s->opts.backoff_min_ms << shift;
     if (ms > (uint64_t)s->opts.backoff_max_ms) ms = (uint64_t)s->opts.backoff_max_ms;
-    tt_info("restarting the worker for GPU %d in %llu ms", w->index, (unsigned long long)ms);
+    tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "restarting the worker for GPU %d in %llu ms", w->index, (unsigned long long)ms);
     timer_start(w, on_backoff_done, ms);
     if (!w->has_claim) dispatch_all(s); /* a released key may go to another GPU */
 }
@@ -412,11 +423,12 @@ static void on_hello(worker *w, const tt__msg *m) {
     const char *name = tt__msg_get(m, "name");
     if (!name) {
         if (w->had_gpu && !w->lost)
-            tt_err("GPU %d is gone (its worker finds no GPU %d of %d): lost until a probe finds it; "
-                   "the other GPUs go on", w->index, w->index, (int)count);
+            tt_log_ev(TT_LOG_ERR, -1, w->index, NULL,
+                      "GPU %d is gone (its worker finds no GPU %d of %d): lost until a probe finds it; "
+                      "the other GPUs go on", w->index, w->index, (int)count);
         else
-            tt_info("worker for GPU %d found no GPU (%d visible); tuning waits for a GPU", w->index,
-                    (int)count);
+            tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "worker for GPU %d found no GPU (%d visible); tuning waits for a GPU",
+                      w->index, (int)count);
         w->lost = w->had_gpu;
         settle_blame(w, 0);
         w->state = W_NOGPU;
@@ -446,11 +458,11 @@ static void on_hello(worker *w, const tt__msg *m) {
     w->gpu = g;
     w->has_gpu = 1;
     settle_blame(w, 1);
-    if (w->lost) tt_info("GPU %d is back", w->index);
+    if (w->lost) tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "GPU %d is back", w->index);
     w->had_gpu = 1;
     w->lost = 0;
     w->state = W_IDLE;
-    tt_info("worker for GPU %d ready: %s (sm_%d%d, fingerprint %s), kernel revision %s", w->index,
+    tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "worker for GPU %d ready: %s (sm_%d%d, fingerprint %s), kernel revision %s", w->index,
             g.name, g.cc_major, g.cc_minor, g.fingerprint, rev);
     dispatch(w);
     return;
@@ -534,7 +546,7 @@ static void on_line(worker *w, char *line, size_t len) {
     } else if (strcmp(m.verb, "DONE") == 0) {
         const char *st = tt__msg_get(&m, "status");
         int failed = st && strcmp(st, "failed") == 0;
-        if (failed) tt_warn("worker for GPU %d: key %d of job %lld failed: %s", w->index, w->claim.seq,
+        if (failed) tt_log_ev(TT_LOG_WARN, w->claim.job_id, w->index, claim_key(w), "worker for GPU %d: key %d of job %lld failed: %s", w->index, w->claim.seq,
                             (long long)w->claim.job_id,
                             tt__msg_get(&m, "reason") ? tt__msg_get(&m, "reason") : "no reason given");
         finish_key(w, failed ? TT_JKEY_FAILED : TT_JKEY_DONE);
@@ -693,7 +705,7 @@ static void dispatch(worker *w) {
     send_buf(w, &line);
     w->state = W_BUSY;
     timer_start(w, on_timeout, (uint64_t)s->opts.measure_timeout_s * 1000);
-    tt_info("GPU %d: measuring %s (job %lld)", w->index, key, (long long)w->claim.job_id);
+    tt_log_ev(TT_LOG_INFO, w->claim.job_id, w->index, key, "GPU %d: measuring %s (job %lld)", w->index, key, (long long)w->claim.job_id);
 }
 
 /* ---- the public side ------------------------------------------------------------ */

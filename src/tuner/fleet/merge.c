@@ -60,23 +60,57 @@ static int ensure_rev(tt_store *s, const char *rev, seen *revs) {
     return rc < 0 ? rc : seen_add(revs, rev);
 }
 
+typedef struct keyref {
+    const tt_key_v2 *k;
+    size_t i;
+} keyref;
+
+static int keyref_cmp(const void *pa, const void *pb) {
+    const keyref *a = pa, *b = pb;
+    int c = strcmp(a->k->gpu, b->k->gpu);
+    if (!c) c = strcmp(a->k->rev, b->k->rev);
+    if (!c) c = tt_shard_key_cmp(a->k, b->k);
+    if (!c) c = a->i < b->i ? -1 : a->i > b->i;
+    return c;
+}
+
+/* Marks dup[i] for every winner whose key an earlier winner of the same
+ * table holds: a table has one winner a key, and which of two a merge
+ * kept would otherwise depend on their order in the file. */
+static int find_duplicates(const tt_fleet_rec *recs, size_t n, char *dup) {
+    keyref *refs = n ? malloc(n * sizeof *refs) : NULL;
+    size_t m = 0;
+    if (n && !refs) return TT_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (recs[i].kind == TT_FLEET_BEST) refs[m++] = (keyref){&recs[i].rec.key, i};
+    if (m > 1) qsort(refs, m, sizeof *refs, keyref_cmp);
+    for (size_t j = 1; j < m; j++)
+        if (keyref_cmp(&(keyref){refs[j - 1].k, 0}, &(keyref){refs[j].k, 0}) == 0) dup[refs[j].i] = 1;
+    free(refs);
+    return 0;
+}
+
 int tt_fleet_merge(tt_store *s, const tt_fleet_rec *recs, size_t n, const tt_fleet_merge_opts *o,
                    tt_fleet_counts *counts, int *committed, char *err, size_t errlen) {
     tt_fleet_counts c;
     memset(&c, 0, sizeof c);
     seen gpus = {0}, revs = {0};
     size_t *changed = n ? malloc(n * sizeof *changed) : NULL;
+    char *dup = n ? calloc(n, 1) : NULL;
     size_t nchanged = 0;
     char why[512];
     int rc;
     *committed = 0;
-    if (n && !changed) {
+    if (n && (!changed || !dup || find_duplicates(recs, n, dup) < 0)) {
         snprintf(err, errlen, "out of memory");
+        free(changed);
+        free(dup);
         return TT_ERR_NOMEM;
     }
     if ((rc = tt_store_begin(s)) < 0) {
         snprintf(err, errlen, "%s", tt_store_errmsg(s));
         free(changed);
+        free(dup);
         return rc;
     }
     for (size_t i = 0; i < n; i++) {
@@ -87,6 +121,11 @@ int tt_fleet_merge(tt_store *s, const tt_fleet_rec *recs, size_t n, const tt_fle
             continue;
         }
         why[0] = '\0';
+        if (dup[i]) {
+            c.rejected++;
+            if (o->on_reject) o->on_reject(o->ud, i, "duplicate key: an earlier record of this table has it");
+            continue;
+        }
         rc = ensure_gpu(s, f, &gpus, why, sizeof why);
         if (rc == 0) rc = ensure_rev(s, r->key.rev, &revs);
         tt_record cur;
@@ -135,12 +174,14 @@ int tt_fleet_merge(tt_store *s, const tt_fleet_rec *recs, size_t n, const tt_fle
     }
     *counts = c;
     free(changed);
+    free(dup);
     free(gpus.ids);
     free(revs.ids);
     return 0;
 fail:
     tt_store_rollback(s);
     free(changed);
+    free(dup);
     free(gpus.ids);
     free(revs.ids);
     return rc;

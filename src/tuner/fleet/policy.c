@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hash.h"
+#include "common/key.h"
+#include "common/proto.h"
+
 static const char *const policy_names[] = {"faster", "newer", "fill"};
 
 int tt_fleet_policy_parse(const char *name, tt_fleet_policy *out) {
@@ -33,8 +37,17 @@ static int cmp_opt(double a, double b) {
     return CMP(a, b);
 }
 
+double tt_fleet_time_per_work(const tt_record *r) {
+    double w = tt__sdpa_flops(r->batch, r->heads, r->key.seqlen_q, r->key.seqlen_k, r->key.head_dim,
+                              r->key.causal);
+    /* ms per TFLOP, a convenient scale; a record without its problem size
+     * (never a winner) keeps its raw time */
+    return w > 0 ? r->time_ms / (w * 1e-12) : r->time_ms;
+}
+
 static int cmp_faster(const tt_record *a, const tt_record *b) {
-    int c = CMP(band(a->time_ms), band(b->time_ms));
+    double wa = tt_fleet_time_per_work(a), wb = tt_fleet_time_per_work(b);
+    int c = CMP(band(wa), band(wb));
     if (c) return c;
     char ca[TT_CONFIG_TEXT_MAX] = "", cb[TT_CONFIG_TEXT_MAX] = "";
     tt_config_format(&a->config, ca, sizeof ca);
@@ -43,7 +56,7 @@ static int cmp_faster(const tt_record *a, const tt_record *b) {
     /* The same config: the faster run, the tighter one, the better sampled,
      * the newer; then anything that still differs, so that no two distinct
      * records rank equal. */
-    if ((c = CMP(a->time_ms, b->time_ms)) || (c = cmp_opt(a->spread, b->spread)) ||
+    if ((c = CMP(wa, wb)) || (c = cmp_opt(a->spread, b->spread)) ||
         (c = -CMP(a->reps, b->reps)) || (c = -CMP(a->measured_at, b->measured_at)))
         return c;
     if ((c = strcmp(a->node, b->node))) return c < 0 ? -1 : 1;
@@ -51,8 +64,11 @@ static int cmp_faster(const tt_record *a, const tt_record *b) {
         (c = cmp_opt(a->time_min_ms, b->time_min_ms)) || (c = cmp_opt(a->tflops, b->tflops)) ||
         (c = cmp_opt(a->sm_clock_mhz, b->sm_clock_mhz)) || (c = cmp_opt(a->temp_c, b->temp_c)) ||
         (c = cmp_opt(a->busy, b->busy)) || (c = cmp_opt(a->regs, b->regs)) ||
-        (c = cmp_opt(a->smem_bytes, b->smem_bytes)) || (c = cmp_opt(a->spill_bytes, b->spill_bytes)))
+        (c = cmp_opt(a->smem_bytes, b->smem_bytes)) || (c = cmp_opt(a->spill_bytes, b->spill_bytes)) ||
+        (c = CMP(a->time_ms, b->time_ms)))
         return c;
+    if ((c = strcmp(a->driver, b->driver)) || (c = strcmp(a->cuda, b->cuda)) || (c = strcmp(a->nvrtc, b->nvrtc)))
+        return c < 0 ? -1 : 1;
     return 0;
 }
 
@@ -64,3 +80,10 @@ int tt_fleet_better(const tt_record *a, const tt_record *b, tt_fleet_policy poli
     return cmp_faster(a, b);
 }
 
+
+uint64_t tt_fleet_table_sum_add(uint64_t sum, const tt_key_v2 *key, const tt_config *cfg) {
+    char k[256] = "", c[TT_CONFIG_TEXT_MAX] = "";
+    tt__key_format(key, k, sizeof k);
+    tt_config_format(cfg, c, sizeof c);
+    return sum + tt__hash_str(tt__hash_str(TT_HASH_INIT, k), c);
+}

@@ -203,16 +203,12 @@ static int parse_record(const json_t *o, tt_fleet_config_check check, int64_t no
     if ((rc = parse_key(key, &r->key, err, errlen)) < 0) return rc;
 
     if ((rc = get_str(o, "", "config", 1, s, sizeof s, err, errlen)) < 0) return rc;
+    char cfg_text[sizeof s];
+    memcpy(cfg_text, s, sizeof s);
     if ((rc = tt_config_parse(s, &r->config)) < 0)
         return tt__fail(rc == TT_ERR_RANGE ? TT_ERR_RANGE : TT_ERR_INVAL, err, errlen,
                     "'config' '%s' is not a valid config (%s)", s,
                     rc == TT_ERR_RANGE ? "a knob out of range" : "every knob of knobs.def once");
-    if (check) {
-        char why[256];
-        if (check(&r->config, r->key.head_dim, why, sizeof why) < 0)
-            return tt__fail(TT_ERR_INVAL, err, errlen, "config not valid at head_dim %d: %s",
-                        (int)r->key.head_dim, why);
-    }
 
     if ((rc = get_str(o, "", "status", 0, s, sizeof s, err, errlen)) < 0) return rc;
     member(o, "status", &given);
@@ -269,6 +265,12 @@ static int parse_record(const json_t *o, tt_fleet_config_check check, int64_t no
     const json_t *gpu = member(o, "gpu", &g);
     if (!g) return tt__fail(TT_ERR_INVAL, err, errlen, "missing field 'gpu' (the GPU model's description)");
     if ((rc = parse_gpu(gpu, &r->key, &f.gpu, err, errlen)) < 0) return rc;
+    /* The versions travel in the model's description but belong to the
+     * record: the store keeps them per record. */
+    memcpy(r->driver, f.gpu.driver, sizeof r->driver);
+    memcpy(r->cuda, f.gpu.cuda, sizeof r->cuda);
+    memcpy(r->nvrtc, f.gpu.nvrtc, sizeof r->nvrtc);
+    if (check && (rc = check(&f, cfg_text, err, errlen)) < 0) return rc;
 
     if ((rc = get_str(o, "", "shard", 0, f.shard, sizeof f.shard, err, errlen)) < 0) return rc;
     int si, sn;
@@ -365,9 +367,9 @@ int tt_fleet_rec_format(const tt_fleet_rec *f, char *buf, size_t len) {
     json_object_set_new(g, "cc_minor", json_integer(f->gpu.cc_minor));
     json_object_set_new(g, "sm_count", json_integer(f->gpu.sm_count));
     json_object_set_new(g, "mem_bytes", json_integer(f->gpu.mem_bytes));
-    json_object_set_new(g, "driver", json_string(f->gpu.driver));
-    json_object_set_new(g, "cuda", json_string(f->gpu.cuda));
-    json_object_set_new(g, "nvrtc", json_string(f->gpu.nvrtc));
+    json_object_set_new(g, "driver", json_string(r->driver));
+    json_object_set_new(g, "cuda", json_string(r->cuda));
+    json_object_set_new(g, "nvrtc", json_string(r->nvrtc));
     json_object_set_new(o, "gpu", g);
     if (f->shard[0]) json_object_set_new(o, "shard", json_string(f->shard));
     return dump(o, buf, len);
@@ -408,12 +410,16 @@ void tt_fleet_reader_init(tt_fleet_reader *r, tt_fleet_config_check check, int64
     r->sum = TT_HASH_INIT;
 }
 
+static const char *sniff(const char *line, size_t len);
+
 static const char *const header_fields[] = {"format", "version", "exported_at", "node", "tiletune",
                                             "kind",   "gpu",     "shard",       NULL};
 
 static int read_header(tt_fleet_reader *r, const char *line, size_t len, char *err, size_t errlen) {
     json_t *o;
     char why[200];
+    const char *what = sniff(line, len);
+    if (what) return tt__fail(TT_ERR_CORRUPT, err, errlen, "not a tiletune table: %s", what);
     if (load_object(line, len, &o, why, sizeof why) < 0)
         return tt__fail(TT_ERR_CORRUPT, err, errlen, "not a tiletune table: line 1 is %s", why);
     const json_t *fmt = json_object_get(o, "format");
@@ -488,9 +494,24 @@ static int read_end(tt_fleet_reader *r, json_t *o, char *err, size_t errlen) {
     return TT_FLEET_LINE_END;
 }
 
+/* What line 1 of a file that is not a table is, where it is something
+ * tiletune itself writes (the other export formats), else NULL. */
+static const char *sniff(const char *line, size_t len) {
+    static const char sqlite[] = "SQLite format 3";
+    if (len >= sizeof sqlite - 1 && memcmp(line, sqlite, sizeof sqlite - 1) == 0)
+        return "this is a SQLite database (export --format sqlite): serve it with tiletuned --db, or "
+               "export a JSON Lines table from it";
+    if (len >= 15 && memcmp(line, "kind,gpu,rev,", 13) == 0)
+        return "this is CSV (export --format csv, for spreadsheets): import reads the JSON Lines table "
+               "of export --format jsonl";
+    return NULL;
+}
+
 /* A line over the limit: on line 1 the input is not a table at all (a
  * file of junk stops here, after 4 KiB); later, the file is damaged. */
-static int too_long(const tt_fleet_reader *r, char *err, size_t errlen) {
+static int too_long(const tt_fleet_reader *r, const char *line, size_t len, char *err, size_t errlen) {
+    const char *what = r->state == 0 ? sniff(line, len) : NULL;
+    if (what) return tt__fail(TT_ERR_CORRUPT, err, errlen, "not a tiletune table: %s", what);
     if (r->state == 0)
         return tt__fail(TT_ERR_CORRUPT, err, errlen, "not a tiletune table: line 1 is longer than %d bytes",
                     TT_FLEET_LINE_MAX);
@@ -502,7 +523,7 @@ int tt_fleet_reader_line(tt_fleet_reader *r, const char *line, size_t len, tt_fl
                          char *err, size_t errlen) {
     if (len > 0 && line[len - 1] == '\r') len--;
     r->line_no++;
-    if (len > TT_FLEET_LINE_MAX) return too_long(r, err, errlen);
+    if (len > TT_FLEET_LINE_MAX) return too_long(r, line, len, err, errlen);
     if (r->state == 0) return read_header(r, line, len, err, errlen);
     if (r->state == 2) {
         for (size_t i = 0; i < len; i++)
@@ -557,7 +578,7 @@ int tt_fleet_read_stream(FILE *f, tt_fleet_reader *r, tt_fleet_line_cb on_line, 
         if (c == EOF && n == 0) break;
         if (n > TT_FLEET_LINE_MAX + 1) { /* one more may be the '\r' */
             r->line_no++;
-            rc = too_long(r, err, errlen);
+            rc = too_long(r, line, n, err, errlen);
             goto out;
         }
         why[0] = '\0';
@@ -608,6 +629,24 @@ static void csv_opt(char *buf, size_t len, size_t *at, double v, int is_int) {
     else csv_fmt(buf, len, at, "%.17g", v);
 }
 
+/* A knob's value as the config text writes it: its symbolic name where
+ * the knob has names ("mma", "swizzle"), else the number. */
+static void knob_value_name(const tt__knob *k, int32_t v, char *out, size_t len) {
+    snprintf(out, len, "%d", (int)v);
+    if (!k->names || v < k->min) return;
+    const char *p = k->names;
+    for (int32_t i = k->min; i < v && p; i++) {
+        p = strchr(p, '|');
+        if (p) p++;
+    }
+    if (!p) return;
+    size_t n = strcspn(p, "|");
+    if (n && n < len) {
+        memcpy(out, p, n);
+        out[n] = '\0';
+    }
+}
+
 int tt_fleet_csv_header(char *buf, size_t len) {
     int n = snprintf(buf, len, "kind,gpu,rev,dtype,hdim,causal,seqlen_q,seqlen_k,group");
     for (int i = 0; n >= 0 && (size_t)n < len && i < tt__knob_count(); i++)
@@ -635,8 +674,11 @@ int tt_fleet_csv_row(const tt_fleet_rec *f, char *buf, size_t len) {
     csv_fmt(buf, len, &at, "%lld", (long long)r->key.seqlen_q);
     csv_fmt(buf, len, &at, "%lld", (long long)r->key.seqlen_k);
     csv_fmt(buf, len, &at, "%d", r->key.group > 1 ? (int)r->key.group : 1);
-    for (int i = 0; i < tt__knob_count(); i++)
-        csv_fmt(buf, len, &at, "%d", (int)tt__knob_get(tt__knob_at(i), &r->config));
+    for (int i = 0; i < tt__knob_count(); i++) {
+        char name[32];
+        knob_value_name(tt__knob_at(i), tt__knob_get(tt__knob_at(i), &r->config), name, sizeof name);
+        csv_str(buf, len, &at, name, 0);
+    }
     csv_fmt(buf, len, &at, "%d", (int)r->batch);
     csv_fmt(buf, len, &at, "%d", (int)r->heads);
     csv_opt(buf, len, &at, r->time_ms > 0 ? r->time_ms : -1, 0);
@@ -657,9 +699,9 @@ int tt_fleet_csv_row(const tt_fleet_rec *f, char *buf, size_t len) {
     csv_fmt(buf, len, &at, "%d.%d", (int)f->gpu.cc_major, (int)f->gpu.cc_minor);
     csv_fmt(buf, len, &at, "%d", (int)f->gpu.sm_count);
     csv_fmt(buf, len, &at, "%lld", (long long)f->gpu.mem_bytes);
-    csv_str(buf, len, &at, f->gpu.driver, 0);
-    csv_str(buf, len, &at, f->gpu.cuda, 0);
-    csv_str(buf, len, &at, f->gpu.nvrtc, 0);
+    csv_str(buf, len, &at, r->driver, 0);
+    csv_str(buf, len, &at, r->cuda, 0);
+    csv_str(buf, len, &at, r->nvrtc, 0);
     csv_str(buf, len, &at, f->shard, 0);
     if (at + 1 > len) return TT_ERR_RANGE;
     buf[at++] = '\n';

@@ -45,17 +45,20 @@ typedef enum tt_fleet_kind {
 } tt_fleet_kind;
 
 /* One record with its provenance. */
-typedef struct tt_fleet_rec {
+struct tt_fleet_rec {
     tt_fleet_kind kind;
     tt_record rec;   /* key.gpu/key.rev set; status ok for a winner */
     tt_gpu_info gpu; /* the model of rec.key.gpu: fingerprint == key.gpu */
     char shard[TT_SHARD_TEXT_MAX]; /* "i/n" of the export it came from, or "" */
-} tt_fleet_rec;
+};
 
-/* The kernel's rule for a config at a head_dim (tt__variant_check without
- * a device, in the daemon); NULL checks knob ranges only. */
-typedef int (*tt_fleet_config_check)(const tt_config *cfg, int32_t head_dim, char *err,
-                                     size_t errlen);
+/* The checks an importer adds to the format's (tt_fleet_plausible_check
+ * in the CLI, the daemon's also checks the config on the arch of the GPU
+ * the record names). Called once the record is otherwise valid, with its
+ * config as written; 0 or a negative status with the reason. NULL: none
+ * (export and diff read what a database holds, as it is). */
+typedef struct tt_fleet_rec tt_fleet_rec;
+typedef int (*tt_fleet_config_check)(const tt_fleet_rec *f, const char *config_text, char *err, size_t errlen);
 
 typedef struct tt_fleet_header {
     int version;

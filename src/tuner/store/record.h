@@ -70,6 +70,9 @@ typedef struct tt_record {
     int32_t busy; /* 1: other processes used the GPU; never becomes best */
     /* Optional compile report of the variant. */
     int32_t regs, smem_bytes, spill_bytes;
+    /* The software it was measured with ("" = not recorded): a winner
+     * carries its own, whatever the GPU model's row says now. */
+    char driver[TT_NAME_MAX], cuda[TT_NAME_MAX], nvrtc[TT_NAME_MAX];
     int64_t id; /* measurement id; set by the store; 0 for imported winners */
 } tt_record;
 

@@ -27,7 +27,7 @@
  * (cmake/Embed.cmake). */
 extern const char tt_schema_sql[];
 extern const unsigned long tt_schema_sql_len;
-extern const char tt_migrate_2_sql[];
+extern const char tt_migrate_3_sql[];
 
 /* Writers wait this long for another writer (the daemon vs. a worker or an
  * import) before giving up with TT_ERR_DB. */
@@ -38,9 +38,28 @@ extern const char tt_migrate_2_sql[];
  * own BEGIN IMMEDIATE transaction. Append, never edit: a released step is
  * what existing files went through. NULL = the embedded schema file.
  */
+/* Driver, CUDA and NVRTC versions per record (the gpu row keeps only
+ * what the model was last seen with, so an imported winner lost its own).
+ * Self-contained: it needs no other step but schema.sql's tables. The
+ * node's own rows (measurements, and winners that point to one) take the
+ * model's versions, the best this file knows; imported winners stay ''
+ * (not recorded). */
+#define MIGRATE_RECORD_VERSIONS                                                                   \
+    "ALTER TABLE measurement ADD COLUMN driver TEXT NOT NULL DEFAULT '';"                         \
+    "ALTER TABLE measurement ADD COLUMN cuda TEXT NOT NULL DEFAULT '';"                           \
+    "ALTER TABLE measurement ADD COLUMN nvrtc TEXT NOT NULL DEFAULT '';"                          \
+    "ALTER TABLE best ADD COLUMN driver TEXT NOT NULL DEFAULT '';"                                \
+    "ALTER TABLE best ADD COLUMN cuda TEXT NOT NULL DEFAULT '';"                                  \
+    "ALTER TABLE best ADD COLUMN nvrtc TEXT NOT NULL DEFAULT '';"                                 \
+    "UPDATE measurement SET (driver, cuda, nvrtc) = (SELECT g.driver, g.cuda, g.nvrtc FROM gpu g" \
+    " WHERE g.fingerprint = measurement.gpu);"                                                    \
+    "UPDATE best SET (driver, cuda, nvrtc) = (SELECT g.driver, g.cuda, g.nvrtc FROM gpu g"        \
+    " WHERE g.fingerprint = best.gpu) WHERE measurement_id IS NOT NULL;"
+
 static const char *const migrations[] = {
-    NULL,             /* 0 -> 1: db/schema.sql */
-    tt_migrate_2_sql, /* 1 -> 2: db/migrate_2.sql: the GQA group, causal 2 */
+    NULL, /* 0 -> 1: db/schema.sql */
+    MIGRATE_RECORD_VERSIONS,
+    tt_migrate_3_sql, /* 2 -> 3: db/migrate_3.sql: the GQA group, causal 2 */
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == TT_STORE_SCHEMA_VERSION,
                "one migration step per schema version");
@@ -176,8 +195,8 @@ static void sb_add(sqlbuf *q, const char *fmt, ...) {
 /* After the key and the knobs, in this order, in both measurement and best. */
 #define TAIL_COLS                                                                              \
     "time_ms, time_min_ms, spread, reps, tflops, measured_at, node, sm_clock_mhz, temp_c, busy, " \
-    "regs, smem_bytes, spill_bytes"
-#define NTAIL_COLS 13
+    "regs, smem_bytes, spill_bytes, driver, cuda, nvrtc"
+#define NTAIL_COLS 16
 /* Columns of a record: key, batch, heads, knobs, tail. */
 #define NREC_COLS (NKEY_COLS + 2 + tt__knob_count() + NTAIL_COLS)
 
@@ -254,6 +273,9 @@ static int bind_record(sqlite3_stmt *st, const tt_record *r) {
     if (!rc) rc = bind_opt_int(st, i++, r->regs);
     if (!rc) rc = bind_opt_int(st, i++, r->smem_bytes);
     if (!rc) rc = bind_opt_int(st, i++, r->spill_bytes);
+    if (!rc) rc = bind_text(st, i++, r->driver);
+    if (!rc) rc = bind_text(st, i++, r->cuda);
+    if (!rc) rc = bind_text(st, i++, r->nvrtc);
     return rc;
 }
 
@@ -308,6 +330,9 @@ static int read_record(sqlite3_stmt *st, tt_record *r) {
     r->regs = (int32_t)col_opt_int(st, i++);
     r->smem_bytes = (int32_t)col_opt_int(st, i++);
     r->spill_bytes = (int32_t)col_opt_int(st, i++);
+    col_text(st, i++, r->driver, sizeof r->driver);
+    col_text(st, i++, r->cuda, sizeof r->cuda);
+    col_text(st, i++, r->nvrtc, sizeof r->nvrtc);
     int stv = tt_meas_status_parse_index(sqlite3_column_text(st, i++));
     if (stv < 0) return -1;
     r->status = (tt_meas_status)stv;
@@ -467,6 +492,11 @@ static int prepare_all(tt_store *s) {
                      " WHERE c.gpu = b.gpu AND c.rev = ?1 AND c.dtype = b.dtype AND c.head_dim = b.head_dim"
                      " AND c.causal = b.causal AND c.seqlen_q = b.seqlen_q AND c.seqlen_k = b.seqlen_k"
                      " AND c.gqa_group = b.gqa_group)"
+                     /* a key an unfinished job already holds is not queued twice */
+                     " AND NOT EXISTS (SELECT 1 FROM job_key k WHERE k.state IN ('pending', 'running')"
+                     " AND k.gpu = b.gpu AND k.rev = ?1 AND k.dtype = b.dtype AND k.head_dim = b.head_dim"
+                     " AND k.causal = b.causal AND k.seqlen_q = b.seqlen_q AND k.seqlen_k = b.seqlen_k"
+                     " AND k.gqa_group = b.gqa_group)"
                      " ORDER BY gpu, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group",
     };
     for (int i = 0; i < ST_COUNT_; i++) {
@@ -866,6 +896,9 @@ static int check_record(tt_store *s, const tt_record *r) {
         return inval(s, "an ok measurement needs time_ms > 0, batch >= 1 and heads >= 1");
     if (r->reps < 0) return inval(s, "reps must be >= 0");
     if (r->busy < -1 || r->busy > 1) return inval(s, "busy must be -1, 0 or 1");
+    if ((ret = check_name(s, r->driver, "driver")) < 0 || (ret = check_name(s, r->cuda, "cuda")) < 0 ||
+        (ret = check_name(s, r->nvrtc, "nvrtc")) < 0)
+        return ret;
     return check_name(s, r->node, "node");
 }
 
@@ -891,10 +924,20 @@ static int write_best(tt_store *s, const tt_record *r, int64_t measurement_id) {
     return exec_stmt(s, st, "put best");
 }
 
-int tt_store_add_measurement(tt_store *s, const tt_record *rec, int *became_best) {
-    if (!s || !rec) return TT_ERR_INVAL;
-    int ret = check_record(s, rec);
+int tt_store_add_measurement(tt_store *s, const tt_record *in, int *became_best) {
+    if (!s || !in) return TT_ERR_INVAL;
+    int ret = check_record(s, in);
     if (ret < 0) return ret;
+    /* A run reported without its software ran on what its model was last
+     * seen with: the worker's HELLO registered that just before. */
+    tt_record r = *in;
+    const tt_record *rec = &r;
+    tt_gpu_info g;
+    if (!r.driver[0] && !r.cuda[0] && !r.nvrtc[0] && tt_store_get_gpu(s, r.key.gpu, &g) == 0) {
+        memcpy(r.driver, g.driver, sizeof r.driver);
+        memcpy(r.cuda, g.cuda, sizeof r.cuda);
+        memcpy(r.nvrtc, g.nvrtc, sizeof r.nvrtc);
+    }
     if ((ret = begin(s)) < 0) return ret;
     sqlite3_stmt *st = stmt(s, ST_INS_MEAS);
     int rc = bind_record(st, rec);
@@ -1064,6 +1107,22 @@ int tt_store_stale_keys(tt_store *s, const char *rev, const char *gpu, tt_store_
     }
     if (ret == 0 && rc != SQLITE_DONE) ret = db_fail(s, rc, "stale keys");
     sqlite3_reset(st);
+    return ret;
+}
+
+int tt_store_count_best_by(tt_store *s, tt_store_group_cb cb, void *ud) {
+    if (!s || !cb) return TT_ERR_INVAL;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT gpu, rev, count(*) FROM best GROUP BY gpu, rev ORDER BY gpu, rev", -1,
+                                &st, NULL);
+    if (rc != SQLITE_OK) return db_fail(s, rc, "records by GPU and revision");
+    int ret = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *gpu = (const char *)sqlite3_column_text(st, 0), *rev = (const char *)sqlite3_column_text(st, 1);
+        if ((ret = cb(ud, gpu ? gpu : "", rev ? rev : "", sqlite3_column_int64(st, 2))) != 0) break;
+    }
+    if (ret == 0 && rc != SQLITE_DONE) ret = db_fail(s, rc, "records by GPU and revision");
+    sqlite3_finalize(st);
     return ret;
 }
 

@@ -28,7 +28,7 @@
 /* PRAGMA application_id of a tiletune database: "TTdb" in ASCII. */
 #define TT_STORE_APPLICATION_ID 0x54546462
 /* The schema version this build writes (PRAGMA user_version). */
-#define TT_STORE_SCHEMA_VERSION 2
+#define TT_STORE_SCHEMA_VERSION 3
 
 
 typedef struct tt_store tt_store;
@@ -115,6 +115,11 @@ int tt_store_failed_configs(tt_store *s, const tt_key_v2 *key, tt_store_config_c
  * "tune --stale" re-tunes. */
 typedef int (*tt_store_key_cb)(void *ud, const tt_key_v2 *key);
 int tt_store_stale_keys(tt_store *s, const char *rev, const char *gpu, tt_store_key_cb cb, void *ud);
+
+/* The winners counted by GPU and kernel revision, in that order (one
+ * query; metrics group them further, e.g. stale = rev not the current). */
+typedef int (*tt_store_group_cb)(void *ud, const char *gpu, const char *rev, int64_t count);
+int tt_store_count_best_by(tt_store *s, tt_store_group_cb cb, void *ud);
 
 /* Counts for STATUS. */
 int tt_store_count_best(tt_store *s, int64_t *out);

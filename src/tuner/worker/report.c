@@ -49,7 +49,7 @@ void tt__wk_say_timed(keyrun *r, cand *c, const char *status) {
     char extra[256];
     int n = snprintf(extra, sizeof extra, " time_ms=%.6g tflops=%.4g time_min_ms=%.6g spread=%.4g reps=%d rel_err=%.3g",
                      c->st.median_ms,
-                     tt_wtflops(r->B, r->H, r->Lq, r->Lk, r->D, r->t->key.causal == TT_CAUSAL_TOP_LEFT, c->st.median_ms),
+                     tt_wtflops(r->B, r->H, r->Lq, r->Lk, r->D, r->t->key.causal, c->st.median_ms),
                      c->st.min_ms, c->st.spread, c->st.reps, c->rel);
     if (cond->sm_clock_mhz >= 0) n += snprintf(extra + n, sizeof extra - (size_t)n, " sm_clock_mhz=%d", cond->sm_clock_mhz);
     if (cond->temp_c >= 0) n += snprintf(extra + n, sizeof extra - (size_t)n, " temp_c=%d", cond->temp_c);

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include "common/key.h"
 #include "tiletune.h"
 #include "common/key.h"
 
@@ -34,9 +35,7 @@ int tt_wstats_of(float *t, int n, tt_wstats *out) {
 double tt_wtflops(int64_t batch, int64_t heads, int64_t lq, int64_t lk, int64_t d, int causal,
                   double ms) {
     if (ms <= 0) return 0;
-    double flops = 4.0 * (double)batch * (double)heads * (double)lq * (double)lk * (double)d;
-    if (causal) flops /= 2;
-    return flops / (ms * 1e-3) / 1e12;
+    return tt__sdpa_flops(batch, heads, lq, lk, d, causal) / (ms * 1e-3) / 1e12;
 }
 
 void tt_wproblem(int64_t seqlen_q, int32_t head_dim, int32_t job_batch, int32_t job_heads,

@@ -1,9 +1,10 @@
--- tiletune's tuning database: migration 1 -> 2 (docs/schema.md).
+-- tiletune's tuning database: migration 2 -> 3 (docs/schema.md).
 --
 -- The key gains the GQA group (gqa_group: heads_q / heads_kv, 1..256) and
 -- causal gains 2, bottom-right alignment (query i sees keys
 -- j <= i + seqlen_k - seqlen_q); 1 stays PyTorch's top-left. Every row of
--- version 1 keeps its meaning: group 1, its causal as it was.
+-- version 2 keeps its meaning: group 1, its causal as it was, and the
+-- driver, CUDA and NVRTC versions step 2 gave it.
 --
 -- SQLite cannot alter a CHECK or a primary key, so measurement, best and
 -- job_key are rebuilt. The store runs this with foreign keys on, inside
@@ -12,10 +13,10 @@
 -- plain copy first, measurement rebuilt while nothing references it, and
 -- best rebuilt from the copy. Applied once, never edited once released.
 
-CREATE TABLE best_v1 AS SELECT * FROM best;
+CREATE TABLE best_old AS SELECT * FROM best;
 DROP TABLE best;
 
-CREATE TABLE measurement_v2 (
+CREATE TABLE measurement_new (
     id           INTEGER PRIMARY KEY,
     gpu          TEXT NOT NULL REFERENCES gpu (fingerprint),
     rev          TEXT NOT NULL REFERENCES kernel_rev (rev),
@@ -49,20 +50,23 @@ CREATE TABLE measurement_v2 (
     smem_bytes   INTEGER CHECK (smem_bytes IS NULL OR smem_bytes >= 0),
     spill_bytes  INTEGER CHECK (spill_bytes IS NULL OR spill_bytes >= 0),
     status       TEXT NOT NULL CHECK (status IN ('ok', 'wrong', 'fault', 'timeout', 'skipped')),
+    driver       TEXT NOT NULL DEFAULT '',
+    cuda         TEXT NOT NULL DEFAULT '',
+    nvrtc        TEXT NOT NULL DEFAULT '',
     -- An ok measurement has a time and its problem size; the others may not.
     CHECK (status <> 'ok' OR (time_ms IS NOT NULL AND batch >= 1 AND heads >= 1))
 );
-INSERT INTO measurement_v2 (id, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group, batch,
+INSERT INTO measurement_new (id, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group, batch,
                             heads, family, block_m, block_n, warps, stages, layout, q_in_regs, time_ms,
                             time_min_ms, spread, reps, tflops, measured_at, node, sm_clock_mhz, temp_c, busy,
-                            regs, smem_bytes, spill_bytes, status)
+                            regs, smem_bytes, spill_bytes, status, driver, cuda, nvrtc)
 SELECT id, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, 1, batch,
        heads, family, block_m, block_n, warps, stages, layout, q_in_regs, time_ms,
        time_min_ms, spread, reps, tflops, measured_at, node, sm_clock_mhz, temp_c, busy,
-       regs, smem_bytes, spill_bytes, status
+       regs, smem_bytes, spill_bytes, status, driver, cuda, nvrtc
 FROM measurement;
 DROP TABLE measurement;
-ALTER TABLE measurement_v2 RENAME TO measurement;
+ALTER TABLE measurement_new RENAME TO measurement;
 CREATE INDEX measurement_key ON measurement (gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group);
 
 CREATE TABLE best (
@@ -98,21 +102,24 @@ CREATE TABLE best (
     spill_bytes    INTEGER CHECK (spill_bytes IS NULL OR spill_bytes >= 0),
     -- The measurement that won; NULL for an imported winner.
     measurement_id INTEGER REFERENCES measurement (id) ON DELETE SET NULL,
+    driver         TEXT NOT NULL DEFAULT '',
+    cuda           TEXT NOT NULL DEFAULT '',
+    nvrtc          TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group)
 );
 INSERT INTO best (gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group, batch, heads, family,
                   block_m, block_n, warps, stages, layout, q_in_regs, time_ms, time_min_ms, spread, reps,
                   tflops, measured_at, node, sm_clock_mhz, temp_c, busy, regs, smem_bytes, spill_bytes,
-                  measurement_id)
+                  measurement_id, driver, cuda, nvrtc)
 SELECT gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, 1, batch, heads, family,
        block_m, block_n, warps, stages, layout, q_in_regs, time_ms, time_min_ms, spread, reps,
        tflops, measured_at, node, sm_clock_mhz, temp_c, busy, regs, smem_bytes, spill_bytes,
-       measurement_id
-FROM best_v1;
-DROP TABLE best_v1;
+       measurement_id, driver, cuda, nvrtc
+FROM best_old;
+DROP TABLE best_old;
 CREATE INDEX best_measurement ON best (measurement_id);
 
-CREATE TABLE job_key_v2 (
+CREATE TABLE job_key_new (
     job_id      INTEGER NOT NULL REFERENCES job (id) ON DELETE CASCADE,
     seq         INTEGER NOT NULL CHECK (seq >= 0),
     gpu         TEXT NOT NULL DEFAULT '' CHECK (gpu NOT GLOB '*[^0-9a-f]*' AND length(gpu) <= 32),
@@ -130,10 +137,10 @@ CREATE TABLE job_key_v2 (
     PRIMARY KEY (job_id, seq),
     UNIQUE (job_id, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group)
 );
-INSERT INTO job_key_v2 (job_id, seq, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group, state,
+INSERT INTO job_key_new (job_id, seq, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group, state,
                         claimed_at, finished_at)
 SELECT job_id, seq, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, 1, state, claimed_at, finished_at
 FROM job_key;
 DROP TABLE job_key;
-ALTER TABLE job_key_v2 RENAME TO job_key;
+ALTER TABLE job_key_new RENAME TO job_key;
 CREATE INDEX job_key_state ON job_key (state, job_id, seq);
