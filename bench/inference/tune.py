@@ -7,7 +7,7 @@ heads_kv, head_dim, dtype) the tuning key is (seqlen_q, seqlen_k, GQA group
 = heads_q / heads_kv, head_dim, dtype, causal bottom-right where seqlen_q >
 1, else none): a key has no batch. For each --tuned-at value, a fresh
 database and tiletuned with the real tiletune-worker tune every distinct
-key (`tiletune tune ... --group G --causal bottom-right`), at the worker's
+key (`tiletune tune ... --group G --causal=bottom-right`), at the worker's
 per-regime batch and heads ("rule", docs/tuning.md) or at a given batch
 (a number: decode and chunk keys are timed at that batch). Tuning at two
 batches and timing each winner at every batch of the shapes shows how far
@@ -134,9 +134,9 @@ def tune_at(args, shapes, at, run):
         keys = sorted({key_of(s) for s in shapes})
         t0 = time.time()
         for k in keys:
-            causal = "bottom-right" if k[5] == 2 else "no"
+            causal = ["--causal=bottom-right"] if k[5] == 2 else []
             extra = ["--batch", at] if at != "rule" and regime(k[0], k[1]) != "prefill" else []
-            d.call("tune", *key_args(k), "--causal", causal, "--mode", args.mode, *extra)
+            d.call("tune", *key_args(k), *causal, "--mode", args.mode, *extra)
         while have_gpu and time.time() - t0 < args.cap_s:
             if json.loads(d.call("jobs", "--json").stdout or "[]") == []:
                 break
@@ -146,7 +146,7 @@ def tune_at(args, shapes, at, run):
               flush=True)
         for s in shapes:
             k = key_of(s)
-            look = ["--bottom-right"] if k[5] == 2 else []
+            look = ["--causal=bottom-right"] if k[5] == 2 else []
             r = json.loads(d.call("lookup", *key_args(k), *look, "--json").stdout)
             dflt, src = default_of(s, have_gpu)
             rows.append(dict(batch=s["batch"], seqlen_q=s["seqlen_q"], seqlen_k=s["seqlen_k"],
