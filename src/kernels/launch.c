@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/cuda_api.h"
+#include "kernels/family.h"
 #include "common/key.h"
 #include "kernels/source.h"
 
@@ -86,9 +87,8 @@ int tt__kernel_load(CUcontext ctx, const tt__cubin *cubin, const tt__variant *v,
     k->ctx = ctx;
     k->variant = *v;
     k->report = cubin->report;
-    k->smem = TT_SDPA_SMEM_BYTES(v->config.family, v->config.block_m, v->config.block_n, v->head_dim, v->config.stages,
-                                 v->config.layout);
-    k->threads = v->config.warps * 32;
+    k->smem = (int)tt__config_smem_bytes(&v->config, v->head_dim);
+    k->threads = tt__config_threads(&v->config);
     CUresult r;
     CUcontext popped;
     if ((r = cu->CtxPushCurrent(ctx))) {
