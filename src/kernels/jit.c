@@ -44,8 +44,8 @@ static int check_variant(const tt__variant *v, char *err, size_t errlen) {
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)v->head_dim);
     if (!tt__dtype_name(v->dtype))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported dtype %d", (int)v->dtype);
-    if (v->causal != 0 && v->causal != 1)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "causal must be 0 or 1");
+    if (v->causal < 0 || v->causal > 2)
+        return tt__fail(TT_ERR_INVAL, err, errlen, "causal must be 0, 1 or 2");
     const tt__family *f = tt__family_of(v->config.family);
     if (!f) return tt__fail(TT_ERR_INVAL, err, errlen, "family %d has no kernel", (int)v->config.family);
     int rc = tt__family_check_arch(f, v->arch, err, errlen);

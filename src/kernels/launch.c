@@ -280,7 +280,8 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
     if (a->heads_q % a->heads_kv != 0)
         FAIL(TT_ERR_INVAL, "heads_q %lld is not a multiple of heads_kv %lld", (long long)a->heads_q,
              (long long)a->heads_kv);
-    if (a->causal != 0 && a->causal != 1) FAIL(TT_ERR_INVAL, "causal is %d, must be 0 or 1", (int)a->causal);
+    if (a->causal < 0 || a->causal > 2)
+        FAIL(TT_ERR_INVAL, "causal is %d, must be 0 (none), 1 (top-left) or 2 (bottom-right)", (int)a->causal);
     /* the kernel takes the row max of raw scores and scales afterwards,
      * which is only right for a positive scale */
     if (!isfinite(a->scale) || a->scale < 0)

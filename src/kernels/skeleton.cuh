@@ -21,7 +21,10 @@
  *   TT_LAYOUT    0: rows padded by 8 elements; 1: XOR swizzle of 16 B chunks
  *   TT_Q_IN_REGS 1: Q fragments loaded once into registers
  * Problem facts: TT_HEAD_DIM (32, 64, 96, 128, 256), TT_DTYPE (0 fp16,
- * 1 bf16), TT_CAUSAL. Test builds: TT_FAULT_INJECT 1 writes far out of
+ * 1 bf16), TT_CAUSAL (0 none; 1 top-left, PyTorch's is_causal: query i
+ * sees keys j <= i; 2 bottom-right, flash-attn's: j <= i + seqlen_k -
+ * seqlen_q, so with seqlen_q > seqlen_k the first rows see no key and
+ * write O = 0, LSE = -inf). Test builds: TT_FAULT_INJECT 1 writes far out of
  * bounds, 2 never finishes.
  */
 #ifndef TT_KERNELS_SKELETON_CUH
@@ -60,6 +63,9 @@
 #endif
 #if TT_DTYPE != 0 && TT_DTYPE != 1
 #error "TT_DTYPE must be 0 (fp16) or 1 (bf16)"
+#endif
+#if TT_CAUSAL != 0 && TT_CAUSAL != 1 && TT_CAUSAL != 2
+#error "TT_CAUSAL must be 0 (none), 1 (top-left) or 2 (bottom-right)"
 #endif
 
 typedef unsigned int u32;
@@ -204,25 +210,52 @@ __device__ __forceinline__ void cta_tiles(const tt_sdpa_params &p, int &h, int &
     gV = (const u16 *)p.v + b * p.v_batch_stride + hkv * p.v_head_stride;
 }
 
-/* K/V tiles this CTA visits: causal CTAs stop at their last row's key. */
+/* The causal diagonal's shift: query row i sees keys j <= i + diag; 0
+ * (a constant) unless bottom-right. */
+__device__ __forceinline__ int causal_diag(int Lq, int Lk) {
+#if TT_CAUSAL == 2
+    return Lk - Lq;
+#else
+    (void)Lq;
+    (void)Lk;
+    return 0;
+#endif
+}
+
+/* K/V tiles this CTA visits: causal CTAs stop at their last row's last
+ * visible key; a bottom-right CTA whose rows see no key visits none. */
 __device__ __forceinline__ int key_tiles(int Lq, int Lk, int m0) {
-#if TT_CAUSAL
+#if TT_CAUSAL == 2
+    /* <= Lk: no overflow */
+    const int kv_end = min(Lk, min(Lq, m0 + BM) + causal_diag(Lq, Lk));
+    return kv_end > 0 ? (kv_end + BN - 1) / BN : 0;
+#elif TT_CAUSAL
     const int kv_end = min(Lk, min(Lq, m0 + BM));
+    return (kv_end + BN - 1) / BN;
 #else
     (void)Lq;
     (void)m0;
-    const int kv_end = Lk;
+    return (Lk + BN - 1) / BN;
 #endif
-    return (kv_end + BN - 1) / BN;
+}
+
+/* Whether the tile of keys n0.. needs masking for the 16 rows from row0:
+ * keys past seqlen_k, or (causal) keys past the first row's diagonal. The
+ * shift is taken from the key side: row0 + diag can overflow for the
+ * largest seqlen_k, n0 - diag cannot. */
+__device__ __forceinline__ bool tile_needs_mask(int n0, int row0, int Lk, int diag) {
+    return (n0 + BN > Lk) || (TT_CAUSAL && n0 + BN - 1 - diag > row0);
 }
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
-/* -inf for keys past seqlen_k and, causal, keys after the query, in a 16-row
- * S fragment: element [n][e] is row row0 + g + 8 (e >> 1), key n0 + 8 n +
- * 2 t + (e & 1). (A rewrite comparing offsets against two per-thread
- * registers made ptxas spill d256 128x128; this form does not.) */
-__device__ __forceinline__ void mask_tile(float (&s)[BN / 8][4], int n0, int row0, int Lk, int g, int t) {
+/* -inf for keys past seqlen_k and, causal, keys after the query's diagonal
+ * (causal_diag), in a 16-row S fragment: element [n][e] is row row0 + g +
+ * 8 (e >> 1), key n0 + 8 n + 2 t + (e & 1). (A rewrite comparing offsets
+ * against two per-thread registers made ptxas spill d256 128x128; this
+ * form does not.) */
+__device__ __forceinline__ void mask_tile(float (&s)[BN / 8][4], int n0, int row0, int Lk, int diag, int g,
+                                          int t) {
 #pragma unroll
     for (int n = 0; n < BN / 8; ++n)
 #pragma unroll
@@ -230,7 +263,7 @@ __device__ __forceinline__ void mask_tile(float (&s)[BN / 8][4], int n0, int row
             const int col = n0 + n * 8 + 2 * t + (e & 1);
             const int row = row0 + g + ((e >> 1) << 3);
             (void)row;
-            if (col >= Lk || (TT_CAUSAL && col > row)) s[n][e] = neg_inf();
+            if (col >= Lk || (TT_CAUSAL && col - diag > row)) s[n][e] = neg_inf();
         }
 }
 
@@ -281,7 +314,9 @@ __device__ __forceinline__ void p_fragment(const float (&s)[BN / 8][4], int kk, 
 
 /* Row r of a 16-row O fragment, finished: O / l packed to 16 bits into the
  * Q tile's row row_t (the caller's own rows), LSE = m·scale + ln l from the
- * first thread of the quad. An empty row writes O = 0 and LSE = +inf. */
+ * first thread of the quad. An empty row (no visible key: bottom-right
+ * causal with seqlen_q > seqlen_k) writes O = 0 and LSE = -inf, as the sum
+ * of its weights is 0. */
 __device__ __forceinline__ void finish_row(const tt_sdpa_params &p, const float (&acc)[D / 8][4], int r, float m,
                                            float l, u32 sQ, int row_t, int m0, int h, int b, int t) {
     const float LN2 = 0.6931471805599453f;
@@ -295,7 +330,7 @@ __device__ __forceinline__ void finish_row(const tt_sdpa_params &p, const float 
         asm volatile("st.shared.u32 [%0], %1;\n" :: "r"(sQ + tile_off<BM>(row_t, d) + t * 4), "r"(v));
     }
     if (p.lse && t == 0 && m0 + row_t < p.seqlen_q) {
-        const float lse = empty ? __int_as_float(0x7f800000) : m * p.scale + lg2(l) * LN2;
+        const float lse = empty ? neg_inf() : m * p.scale + lg2(l) * LN2;
         p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + m0 + row_t] = lse;
     }
 }

@@ -180,6 +180,9 @@ int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigne
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)key->head_dim);
     if (!tt__dtype_name(key->dtype))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported dtype %d", (int)key->dtype);
+    if (key->causal < 0 || key->causal > 2)
+        return tt__fail(TT_ERR_INVAL, err, errlen, "causal %d: 0 (none), 1 (top-left) or 2 (bottom-right)",
+                        (int)key->causal);
     size_t cap = 0;
     for (size_t fi = 0; fi < tt__family_count; fi++) cap += family_space_size(tt__families[fi]);
     tt__space_entry *e = calloc(cap ? cap : 1, sizeof *e);
@@ -197,7 +200,7 @@ int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigne
             x->variant.config = c;
             x->variant.head_dim = key->head_dim;
             x->variant.dtype = key->dtype;
-            x->variant.causal = key->causal ? 1 : 0;
+            x->variant.causal = key->causal;
             x->variant.arch = dev->arch;
             x->status = TT_VARIANT_UNCHECKED;
         }

@@ -622,6 +622,10 @@ TEST(variant_checks_before_compiling) {
     ASSERT_EQ(tt__jit_compile(NULL, &bad, &c, err, sizeof err), TT_ERR_UNSUPPORTED);
     ASSERT_CONTAINS(err, "sm_75");
     bad = v;
+    bad.causal = 3;
+    ASSERT_EQ(tt__jit_compile(NULL, &bad, &c, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "causal");
+    bad = v;
     bad.config.stages = 9;
     ASSERT_EQ(tt__jit_compile(NULL, &bad, &c, err, sizeof err), TT_ERR_RANGE);
     ASSERT_CONTAINS(err, "stages");

@@ -322,6 +322,34 @@ TEST(family_smem_and_threads) {
     ASSERT_EQ(tt__config_smem_bytes(&c, 128), -1);
 }
 
+/* Bottom-right causal (2) is a variant of its own; other values are no key. */
+TEST(causal_modes) {
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(90, &d));
+    tt_key k = {.dtype = TT_DTYPE_BF16, .head_dim = 128, .causal = 2, .seqlen_q = 4096, .seqlen_k = 1024};
+    tt__space_entry *e = NULL;
+    size_t n = 0;
+    char err[256];
+    ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, err, sizeof err));
+    ASSERT(n > 0);
+    for (size_t i = 0; i < n; i++) ASSERT_EQ(e[i].variant.causal, 2);
+    free(e);
+    k.causal = 3;
+    ASSERT_EQ(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "causal");
+    k.causal = 2;
+    ASSERT_OK(tt__key_check(&k, err, sizeof err));
+    k.causal = 3;
+    ASSERT_EQ(tt__key_check(&k, err, sizeof err), TT_ERR_RANGE);
+    /* a bottom-right key takes the causal default */
+    tt_config c1, c2;
+    k.causal = 1;
+    ASSERT_OK(tt_config_default(&k, &c1));
+    k.causal = 2;
+    ASSERT_OK(tt_config_default(&k, &c2));
+    ASSERT(tt_config_equal(&c1, &c2));
+}
+
 TEST(parallel_for_runs_each_index_once) {
     int hits[1000];
     memset(hits, 0, sizeof hits);

@@ -129,6 +129,7 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
     (void)KV_TILE;
 
     const int n_tiles = key_tiles(Lq, Lk, m0);
+    const int diag = causal_diag(Lq, Lk);
     const int wr = warp * RW; /* first row of this warp in the tile */
 
     /* Prologue: Q, then the first K (stages 1) or STAGES-1 K+V tiles. */
@@ -255,10 +256,9 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
 
         /* Masking: only the last tile (keys past seqlen_k) and, causal, the
          * tiles that cross the diagonal pay for it. */
-        const bool need_mask = (n0 + BN > Lk) || (TT_CAUSAL && n0 + BN - 1 > m0 + wr);
-        if (need_mask) {
+        if (tile_needs_mask(n0, m0 + wr, Lk, diag)) {
 #pragma unroll
-            for (int mi = 0; mi < MT; ++mi) mask_tile(s[mi], n0, m0 + wr + mi * 16, Lk, g, t);
+            for (int mi = 0; mi < MT; ++mi) mask_tile(s[mi], n0, m0 + wr + mi * 16, Lk, diag, g, t);
         }
 
         /* Online softmax in the exp2 domain, rows g and g+8 of each m tile. */

@@ -138,6 +138,7 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
     const u32 sKV = sQ + Q_BYTES; /* slot s: K at sKV + 2 s T, V after it */
 
     const int n_tiles = key_tiles(Lq, Lk, m0);
+    const int diag = causal_diag(Lq, Lk);
 
     load_tile<BM>(sQ, gQ, p.q_row_stride, Lq - m0, tid);
     cp_commit();
@@ -195,7 +196,7 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
         wg_wait<0>();
         reg_fence(s);
 
-        if ((n0 + BN > Lk) || (TT_CAUSAL && n0 + BN - 1 > m0 + wr)) mask_tile(s, n0, m0 + wr, Lk, g, t);
+        if (tile_needs_mask(n0, m0 + wr, Lk, diag)) mask_tile(s, n0, m0 + wr, Lk, diag, g, t);
         float alpha[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) alpha[r] = softmax_row(s, r, row_m[r], row_l[r], sl2);
