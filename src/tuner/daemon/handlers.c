@@ -163,13 +163,19 @@ static void h_status(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     tt_supervisor_status st;
     tt_supervisor_get_status(d->sup, &st);
     const char *gpu = tt_daemon_gpu(d);
+    /* Each GPU's worker, in GPU order: "ready,busy,lost" */
+    char states[512];
+    size_t ns = 0;
+    const char *gs;
+    for (int i = 0; (gs = tt_supervisor_gpu_state(d->sup, i)) && ns + 16 < sizeof states; i++)
+        ns += (size_t)snprintf(states + ns, sizeof states - ns, "%s%s", i ? "," : "", gs);
     tt_buf_printf(out,
                   "OK version=%s uptime_s=%llu gpus=%d rev=%s gpu=%s records=%zu jobs_queued=%lld "
-                  "jobs_running=%lld tuning=%s reason=%s\n",
+                  "jobs_running=%lld tuning=%s reason=%s gpus_lost=%d models=%d gpu_states=%s\n",
                   TT_VERSION_STRING, (unsigned long long)((uv_now(d->loop) - d->started_ms) / 1000),
                   st.gpus, tt_daemon_rev(d), gpu[0] ? gpu : "none", tt_index_count(d->index),
                   (long long)jc.queued, (long long)jc.running, tt_tuning_state_name(st.state),
-                  st.reason);
+                  st.reason, st.lost, st.models, ns ? states : "none");
 }
 
 static void h_stats(tt_daemon *d, const tt__msg *m, tt_buf *out) {
@@ -266,6 +272,37 @@ static int job_options(tt_daemon *d, const tt__msg *m, tt_buf *out, tt_job_mode 
 
 static void h_tune_stale(tt_daemon *d, const tt__msg *m, tt_buf *out);
 
+/* Queues keys[0..*n) as one job. On a node of mixed GPU models each key
+ * without gpu= is queued once per model, so every model gets its own
+ * winner (a key without gpu= is otherwise measured by whichever GPU claims
+ * it first). *keys may be replaced (the caller frees it). */
+static int job_create_per_model(tt_daemon *d, tt_key **keys, int *n, tt_job_mode mode, int32_t batch,
+                                int32_t heads, int64_t *id) {
+    char fps[8][TT_ID_MAX];
+    int models = tt_supervisor_models(d->sup, fps, 8), open = 0;
+    for (int i = 0; i < *n; i++) open += (*keys)[i].gpu[0] == '\0';
+    if (models > 1 && open > 0) {
+        if ((long long)*n + (long long)open * (models - 1) > JOB_KEYS_MAX) return TT_ERR_RANGE;
+        tt_key *x = calloc((size_t)*n + (size_t)open * (size_t)(models - 1), sizeof *x);
+        if (!x) return TT_ERR_NOMEM;
+        int k = 0;
+        for (int i = 0; i < *n; i++) {
+            if ((*keys)[i].gpu[0]) {
+                x[k++] = (*keys)[i];
+                continue;
+            }
+            for (int g = 0; g < models; g++) {
+                x[k] = (*keys)[i];
+                snprintf(x[k++].gpu, TT_ID_MAX, "%s", fps[g]);
+            }
+        }
+        free(*keys);
+        *keys = x;
+        *n = k;
+    }
+    return tt_store_job_create(d->store, *keys, *n, mode, batch, heads, id);
+}
+
 static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
     static const char *const allowed[] = {"dtype", "hdim", "causal", "seqlen", "seqlen_k",
                                           "mode",  "batch", "heads", "gpu", "shard", NULL};
@@ -352,8 +389,16 @@ static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
     }
     int64_t id;
     tt_job_info info;
-    int rc = tt_store_job_create(d->store, keys, n, mode, (int32_t)batch, (int32_t)heads, &id);
+    int rc = job_create_per_model(d, &keys, &n, mode, (int32_t)batch, (int32_t)heads, &id);
     free(keys);
+    if (rc == TT_ERR_RANGE) {
+        ERR(RANGE, "one key per GPU model of this node is over %d keys in one job", JOB_KEYS_MAX);
+        return;
+    }
+    if (rc == TT_ERR_NOMEM) {
+        ERR(INTERNAL, "out of memory");
+        return;
+    }
     if (rc < 0 || tt_store_job_get(d->store, id, &info) < 0) {
         ERR(DB, "%s", tt_store_errmsg(d->store));
         return;

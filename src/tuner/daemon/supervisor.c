@@ -47,6 +47,8 @@ typedef struct worker {
     char line[LINE_CAP];
     size_t line_len;
     int has_gpu;
+    int had_gpu; /* said HELLO with a GPU once: a later HELLO without one means it is lost */
+    int lost;
     tt_gpu_info gpu;
     int has_claim;
     tt_job_claim claim;
@@ -55,6 +57,11 @@ typedef struct worker {
     int crashes;  /* of the worker while on this claim */
     int trying;   /* a TRY without its RESULT */
     tt_config try_cfg;
+    /* The variant the worker died on, recorded once the restarted worker
+     * says HELLO with its GPU: a GPU that fell off the bus killed the
+     * worker, not the variant, and must not put the variant in AVOID. */
+    int blame;
+    tt_record blamed;
     int failures; /* consecutive; drives the back-off */
 } worker;
 
@@ -258,6 +265,21 @@ static void drop_if_cancelled(worker *w) {
     if (rc == TT_ERR_NOTFOUND || j.state == TT_JOB_CANCELLED) release_claim(w, "its job was cancelled");
 }
 
+/* The restarted worker showed whether its GPU is still there: record the
+ * variant it died on (gpu_there) or let it go. */
+static void settle_blame(worker *w, int gpu_there) {
+    if (!w->blame) return;
+    w->blame = 0;
+    if (gpu_there) {
+        tt_warn("variant recorded as %s for the key of job %lld", tt_meas_status_name(w->blamed.status),
+                (long long)w->claim.job_id);
+        record(w, &w->blamed);
+    } else {
+        tt_warn("GPU %d's worker died on a variant, but the GPU is gone: the variant is not blamed",
+                w->index);
+    }
+}
+
 static void dispatch_all(tt_supervisor *s) {
     for (int i = 0; i < s->nworkers; i++) dispatch(s->w[i]);
 }
@@ -288,23 +310,24 @@ static void worker_gone(worker *w) {
     w->state = W_BACKOFF;
     if (w->has_claim && !measuring) {
         /* Died before its HELLO: it never saw the key, so the key is not
-         * to blame and waits, pending, for a worker that comes up. */
+         * to blame and waits, pending, for a worker that comes up. A
+         * variant the worker died on before stays blamed: nothing showed
+         * the GPU gone. */
+        settle_blame(w, 1);
         release_claim(w, "its worker died before saying HELLO");
     } else if (w->has_claim) {
         w->crashes++;
         if (w->trying) {
-            tt_record r;
-            tt_record_init(&r);
-            r.key = w->rkey;
-            r.config = w->try_cfg;
-            r.batch = w->claim.batch;
-            r.heads = w->claim.heads;
-            r.status = w->killed_for == KILL_SILENCE ? TT_MEAS_TIMEOUT : TT_MEAS_FAULT;
-            r.measured_at = (int64_t)time(NULL);
-            snprintf(r.node, sizeof r.node, "%s", s->hostname);
-            tt_warn("variant recorded as %s for the key of job %lld",
-                    tt_meas_status_name(r.status), (long long)w->claim.job_id);
-            record(w, &r);
+            tt_record *r = &w->blamed;
+            tt_record_init(r);
+            r->key = w->rkey;
+            r->config = w->try_cfg;
+            r->batch = w->claim.batch;
+            r->heads = w->claim.heads;
+            r->status = w->killed_for == KILL_SILENCE ? TT_MEAS_TIMEOUT : TT_MEAS_FAULT;
+            r->measured_at = (int64_t)time(NULL);
+            snprintf(r->node, sizeof r->node, "%s", s->hostname);
+            w->blame = 1;
         }
         w->trying = 0;
         drop_if_cancelled(w);
@@ -388,8 +411,14 @@ static void on_hello(worker *w, const tt__msg *m) {
     }
     const char *name = tt__msg_get(m, "name");
     if (!name) {
-        tt_info("worker for GPU %d found no GPU (%d visible); tuning waits for a GPU", w->index,
-                (int)count);
+        if (w->had_gpu && !w->lost)
+            tt_err("GPU %d is gone (its worker finds no GPU %d of %d): lost until a probe finds it; "
+                   "the other GPUs go on", w->index, w->index, (int)count);
+        else
+            tt_info("worker for GPU %d found no GPU (%d visible); tuning waits for a GPU", w->index,
+                    (int)count);
+        w->lost = w->had_gpu;
+        settle_blame(w, 0);
         w->state = W_NOGPU;
         close_handle((uv_handle_t *)&w->in); /* EOF: the worker may leave */
         return;
@@ -416,6 +445,10 @@ static void on_hello(worker *w, const tt__msg *m) {
     }
     w->gpu = g;
     w->has_gpu = 1;
+    settle_blame(w, 1);
+    if (w->lost) tt_info("GPU %d is back", w->index);
+    w->had_gpu = 1;
+    w->lost = 0;
     w->state = W_IDLE;
     tt_info("worker for GPU %d ready: %s (sm_%d%d, fingerprint %s), kernel revision %s", w->index,
             g.name, g.cc_major, g.cc_minor, g.fingerprint, rev);
@@ -587,7 +620,7 @@ static void spawn(worker *w) {
     w->has_gpu = 0;
     w->handles = 3;
     s->live += 3;
-    if (w->index == 0) s->last_probe_ms = uv_now(s->loop);
+    if (w->index == 0 || w->lost) s->last_probe_ms = uv_now(s->loop);
     int rc = uv_spawn(s->loop, &w->proc, &o);
     if (rc < 0) {
         /* The process handle is initialized even on failure: close it. */
@@ -707,11 +740,41 @@ nomem:
 
 void tt_supervisor_kick(tt_supervisor *s) {
     if (s->stopping) return;
-    worker *w0 = s->w[0];
-    if (w0->state == W_NONE && w0->handles == 0 &&
-        uv_now(s->loop) - s->last_probe_ms >= PROBE_INTERVAL_MS)
-        spawn(w0); /* maybe a GPU (or the worker program) is there now */
+    if (uv_now(s->loop) - s->last_probe_ms >= PROBE_INTERVAL_MS)
+        for (int i = 0; i < s->nworkers; i++) {
+            worker *w = s->w[i];
+            /* maybe a GPU (or the worker program) is there now: GPU 0's
+             * worker says how many there are, a lost one may be back */
+            if (w->state == W_NONE && w->handles == 0 && (i == 0 || w->lost)) spawn(w);
+        }
     dispatch_all(s);
+}
+
+int tt_supervisor_models(const tt_supervisor *s, char (*fps)[TT_ID_MAX], int cap) {
+    int n = 0;
+    for (int i = 0; i < s->nworkers; i++) {
+        const worker *w = s->w[i];
+        if (!w->has_gpu || (w->state != W_IDLE && w->state != W_BUSY)) continue;
+        int seen = 0;
+        for (int j = 0; j < n && !seen; j++) seen = strcmp(fps[j], w->gpu.fingerprint) == 0;
+        if (!seen && n < cap) snprintf(fps[n++], TT_ID_MAX, "%s", w->gpu.fingerprint);
+    }
+    return n;
+}
+
+const char *tt_supervisor_gpu_state(const tt_supervisor *s, int i) {
+    if (i < 0 || i >= s->nworkers) return NULL;
+    const worker *w = s->w[i];
+    if (w->lost) return "lost";
+    switch (w->state) {
+    case W_STARTING: return "starting";
+    case W_IDLE: return "ready";
+    case W_BUSY: return "busy";
+    case W_BACKOFF: return "restarting";
+    case W_NOGPU: return "no-gpu";
+    case W_NONE: break;
+    }
+    return "none";
 }
 
 void tt_supervisor_get_status(const tt_supervisor *s, tt_supervisor_status *out) {
@@ -723,7 +786,10 @@ void tt_supervisor_get_status(const tt_supervisor *s, tt_supervisor_status *out)
         if (w->state == W_BUSY) out->busy++;
         if (w->state == W_STARTING) starting++;
         if (w->state == W_BACKOFF) backoff++;
+        out->lost += w->lost;
     }
+    char fps[MAX_GPUS][TT_ID_MAX];
+    out->models = tt_supervisor_models(s, fps, MAX_GPUS);
     snprintf(out->rev, sizeof out->rev, "%s", s->rev);
     if (s->w[0]->has_gpu) snprintf(out->gpu, sizeof out->gpu, "%s", s->w[0]->gpu.fingerprint);
     out->reason = "none";

@@ -1,12 +1,12 @@
 /*
  * The worker supervisor: the seam between the daemon and the measurement
  * workers (docs/worker-protocol.md). The daemon never touches a GPU; one
- * worker process per GPU does (issue 4 writes the real `tiletune-worker`).
+ * worker process per GPU does (`tiletune-worker`).
  *
  * The supervisor spawns the worker program with uv_spawn, one process per
  * GPU ("--gpu I"), talks to each over its stdin/stdout with a line
  * protocol, claims queued job keys from the store for the GPU's model,
- * hands them out one at a time, stores every measurement that comes back
+ * hands them out one at a time (so one job's keys spread over the GPUs), stores every measurement that comes back
  * (tt_store_add_measurement) and tells the daemon through a callback so it
  * can update its in-memory index. A worker that dies is restarted with
  * exponential back-off; the variant it was running when it died is
@@ -16,7 +16,9 @@
  * cancelled) or the restarted worker finds no GPU or dies before its
  * HELLO (the key goes back to pending). With no worker program, or a
  * worker that reports no GPU, jobs stay queued and the status says
- * `waiting` / `no-gpu`.
+ * `waiting` / `no-gpu`. A GPU whose worker had it and then finds it gone
+ * (fallen off the bus) is reported lost; its key goes back to the queue
+ * for the other GPUs, and the GPU is probed again every few seconds.
  *
  * Runs on the daemon's libuv loop; not thread-safe.
  */
@@ -73,6 +75,8 @@ typedef struct tt_supervisor_status {
     const char *reason;
     int gpus; /* GPUs with a worker that said HELLO */
     int busy; /* workers measuring a key now */
+    int lost; /* GPUs a worker had and then found gone */
+    int models; /* distinct GPU models among the GPUs with a worker */
     char rev[TT_ID_MAX]; /* the workers' kernel revision; "" before HELLO */
     char gpu[TT_ID_MAX]; /* fingerprint of GPU 0; "" if none */
 } tt_supervisor_status;
@@ -97,6 +101,13 @@ void tt_supervisor_get_status(const tt_supervisor *s, tt_supervisor_status *out)
  * asks for them on every key without gpu=/rev=): "" when unknown. The
  * strings stay valid until the supervisor is freed. */
 const char *tt_supervisor_rev(const tt_supervisor *s);
+/* The distinct GPU models (fingerprints) of the GPUs with a ready worker,
+ * GPU order, at most `cap`: a node of mixed models tunes each model's
+ * keys apart. Returns how many. */
+int tt_supervisor_models(const tt_supervisor *s, char (*fps)[TT_ID_MAX], int cap);
+/* Index and state of GPU i's worker for STATUS: "starting", "ready",
+ * "busy", "restarting", "lost", "no-gpu" or "none"; NULL past the last. */
+const char *tt_supervisor_gpu_state(const tt_supervisor *s, int i);
 const char *tt_supervisor_gpu(const tt_supervisor *s);
 /*
  * Stops every worker: EOF on its stdin, SIGTERM, SIGKILL after a grace of
