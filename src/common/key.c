@@ -41,7 +41,8 @@ int tt__key_check(const tt_key *key, char *err, size_t errlen) {
     if (!tt__dtype_name(key->dtype)) FAIL(TT_ERR_UNSUPPORTED, "unsupported dtype %d", (int)key->dtype);
     if (!tt__head_dim_supported(key->head_dim))
         FAIL(TT_ERR_UNSUPPORTED, "unsupported head_dim %d (32, 64, 96, 128 or 256)", (int)key->head_dim);
-    if (key->causal != 0 && key->causal != 1) FAIL(TT_ERR_RANGE, "causal must be 0 or 1");
+    if (key->causal < 0 || key->causal > 2)
+        FAIL(TT_ERR_RANGE, "causal must be 0 (none), 1 (top-left) or 2 (bottom-right)");
     if (key->seqlen_q < 1 || key->seqlen_q > TT_SEQLEN_MAX)
         FAIL(TT_ERR_RANGE, "seqlen_q %lld out of range 1..%d", (long long)key->seqlen_q, TT_SEQLEN_MAX);
     if (key->seqlen_k < 1 || key->seqlen_k > TT_SEQLEN_MAX)

@@ -1,7 +1,9 @@
 /*
  * tt_sdpa_fwd on a GPU against a float64 reference computed on the CPU:
- * every head_dim x dtype x causal x seqlen in {1, 17, 128, 1000, 4096}, plus
- * seqlen_q != seqlen_k, GQA and the [B, L, H, D] layout; every variant of
+ * every head_dim x dtype x causal (top-left) x seqlen in {1, 17, 128, 1000,
+ * 4096}, plus seqlen_q != seqlen_k (causal none, top-left, bottom-right:
+ * rows that see no key must be O = 0, LSE = -inf), GQA and the
+ * [B, L, H, D] layout; every variant of
  * the space on a few shapes; the reference kernel (sdpa_ref.cu) itself.
  * O and LSE are poisoned (NaN) before each launch, so an element the kernel
  * does not write fails. Rows are independent, so for long inputs the CPU
@@ -108,9 +110,18 @@ static float gauss(void) { return (float)(sqrt(-2.0 * log(uniform())) * cos(6.28
 typedef struct problem {
     int B, Hq, Hkv, Lq, Lk, D;
     tt_dtype dt;
-    int causal;
-    int blhd; /* 1: tensors stored [B, L, H, D] */
+    int causal; /* 0 none, 1 top-left, 2 bottom-right */
+    int blhd;   /* 1: tensors stored [B, L, H, D] */
 } problem;
+
+/* Keys query row i sees: all, j <= i (top-left) or j <= i + Lk - Lq
+ * (bottom-right), at most Lk and at least none. */
+static int visible_keys(const problem *p, int i) {
+    if (!p->causal) return p->Lk;
+    long long last = p->causal == 2 ? (long long)i + p->Lk - p->Lq : i;
+    if (last < 0) return 0;
+    return last + 1 < p->Lk ? (int)(last + 1) : p->Lk;
+}
 
 typedef struct buffers {
     uint16_t *hq, *hk, *hv, *ho;
@@ -216,8 +227,12 @@ static void check(const problem *p, const buffers *b, double *rel, double *lse_e
         float f = to_f(b->ho[i], p->dt);
         if (!isfinite(f)) TT_FAIL_AT("%s: O element %zu is %f (not written?)", what, i, (double)f);
     }
-    for (size_t i = 0; i < (size_t)p->B * p->Hq * p->Lq; i++)
-        if (!isfinite(b->hlse[i])) TT_FAIL_AT("%s: LSE %zu is %f", what, i, (double)b->hlse[i]);
+    /* LSE finite, -inf exactly where the row sees no key */
+    for (size_t i = 0; i < (size_t)p->B * p->Hq * p->Lq; i++) {
+        int empty = visible_keys(p, (int)(i % (size_t)p->Lq)) == 0;
+        if (empty ? b->hlse[i] != -INFINITY : !isfinite(b->hlse[i]))
+            TT_FAIL_AT("%s: LSE %zu is %f (row %s)", what, i, (double)b->hlse[i], empty ? "sees no key" : "sees keys");
+    }
     double *s = malloc((size_t)p->Lk * sizeof *s), *acc = malloc((size_t)p->D * sizeof *acc);
     int all_rows = p->Lq <= 256;
     for (int bb = 0; bb < p->B; bb++)
@@ -228,7 +243,7 @@ static void check(const problem *p, const buffers *b, double *rel, double *lse_e
                                    uniform() < 0.01))
                     continue;
                 const uint16_t *qr = b->hq + bb * b->qs[0] + h * b->qs[1] + (int64_t)i * b->qs[2];
-                int nk = p->causal ? (i + 1 < p->Lk ? i + 1 : p->Lk) : p->Lk;
+                int nk = visible_keys(p, i);
                 double mx = -INFINITY;
                 for (int j = 0; j < nk; j++) {
                     const uint16_t *kr = b->hk + bb * b->ks[0] + hk * b->ks[1] + (int64_t)j * b->ks[2];
@@ -246,6 +261,11 @@ static void check(const problem *p, const buffers *b, double *rel, double *lse_e
                     for (int e = 0; e < p->D; e++) acc[e] += w * to_f(vr[e], p->dt);
                 }
                 const uint16_t *orow = b->ho + bb * b->qs[0] + h * b->qs[1] + (int64_t)i * b->qs[2];
+                if (nk == 0) { /* O = 0 exactly, LSE checked above */
+                    for (int e = 0; e < p->D; e++)
+                        if (to_f(orow[e], p->dt) != 0.f) TT_FAIL_AT("%s: row %d sees no key, O != 0", what, i);
+                    continue;
+                }
                 for (int e = 0; e < p->D; e++) {
                     double ref = acc[e] / l, got = to_f(orow[e], p->dt);
                     num += (got - ref) * (got - ref);
@@ -321,17 +341,31 @@ TEST(seqlen_q_differs_from_seqlen_k) {
     need_gpu();
     const int pairs[5][2] = {{17, 1000}, {1000, 17}, {128, 4097}, {1, 300}, {300, 1}};
     for (int hi = 0; hi < 5; hi++)
-        for (int c = 0; c < 2; c++)
+        for (int c = 0; c < 3; c++)
             for (int i = 0; i < 5; i++) {
                 problem p = {2, 2, 2, pairs[i][0], pairs[i][1], HDS[hi], (tt_dtype)(i % 2), c, 0};
                 expect_correct(&p, NULL, NULL, "seqlen_q != seqlen_k");
             }
 }
 
+/* Bottom-right causal where it differs from top-left: seqlen_q < seqlen_k
+ * (every row sees more keys) and seqlen_q > seqlen_k (the first rows see
+ * none), at tile boundaries and with whole CTAs of empty rows. */
+TEST(bottom_right_causal) {
+    need_gpu();
+    const int pairs[6][2] = {{128, 256}, {64, 4096}, {300, 17}, {4096, 1000}, {257, 256}, {2, 1}};
+    for (int hi = 0; hi < 5; hi++)
+        for (int dt = 0; dt < 2; dt++)
+            for (int i = 0; i < 6; i++) {
+                problem p = {1, 2, 2, pairs[i][0], pairs[i][1], HDS[hi], (tt_dtype)dt, 2, i % 2};
+                expect_correct(&p, NULL, NULL, "bottom-right causal");
+            }
+}
+
 TEST(gqa_and_blhd_layout) {
     need_gpu();
     for (int hi = 0; hi < 5; hi++)
-        for (int c = 0; c < 2; c++) {
+        for (int c = 0; c < 3; c++) {
             problem gqa = {2, 8, 2, 200, 333, HDS[hi], TT_DTYPE_BF16, c, 0};
             expect_correct(&gqa, NULL, NULL, "GQA");
             problem blhd = {2, 4, 4, 257, 257, HDS[hi], TT_DTYPE_FP16, c, 1};
@@ -346,7 +380,7 @@ TEST(every_variant_of_the_space) {
     int tested = 0;
     for (int hi = 0; hi < 5; hi++)
         for (int dt = 0; dt < 2; dt++)
-            for (int c = 0; c < 2; c++) {
+            for (int c = 0; c < 3; c++) {
                 tt_key key = {.dtype = (tt_dtype)dt, .head_dim = HDS[hi], .causal = c};
                 tt__space_entry *e = NULL;
                 size_t n = 0;
@@ -375,7 +409,7 @@ TEST(reference_kernel_against_float64) {
     ASSERT_OK(tt__source_reference(&ref, NULL, 0));
     tt__jit_opts jo = {.source = ref};
     for (int hi = 0; hi < 5; hi++)
-        for (int c = 0; c < 2; c++) {
+        for (int c = 0; c < 3; c++) {
             tt__variant v;
             memset(&v, 0, sizeof v);
             tt__reference_config(&v.config);
@@ -388,6 +422,8 @@ TEST(reference_kernel_against_float64) {
             if (tt__kernel_get(dev.ctx, &jo, &v, &k, err, sizeof err) < 0) TT_FAIL_AT("reference: %s", err);
             problem p = {2, 4, 2, 130, 77, HDS[hi], v.dtype, c, hi % 2};
             expect_correct(&p, NULL, k, "reference kernel");
+            problem q = {1, 2, 2, 77, 130, HDS[hi], v.dtype, c, 0};
+            expect_correct(&q, NULL, k, "reference kernel");
         }
 }
 

@@ -215,8 +215,16 @@ TEST(extents_past_the_address_space) {
 
 TEST(flags_scale_reserved) {
     tt_sdpa_args a = good();
-    a.causal = 2;
+    a.causal = 3;
     expect(&a, TT_ERR_INVAL, "causal");
+    a.causal = -1;
+    expect(&a, TT_ERR_INVAL, "causal");
+    /* bottom-right is a causal mode: its arguments pass */
+    a = good();
+    a.causal = 2;
+    tt_sdpa_params p;
+    char err[256];
+    ASSERT_OK(tt__sdpa_params_from_args(&a, &p, err, sizeof err));
     a = good();
     a.scale = NAN;
     expect(&a, TT_ERR_INVAL, "scale");
