@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "tuner/store/store.h"
 #include "tiletune.h"
 
 #define BENCH_GPU "0bec0bec0bec0bec"

@@ -1,6 +1,6 @@
 /* tiletune's entry point: global options, the command table, --help,
  * option parsing, and the helpers every command shares. */
-#include "cli.h"
+#include "client/cli.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -12,7 +12,7 @@
 
 #include <jansson.h>
 
-#include "conn.h"
+#include "client/conn.h"
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 

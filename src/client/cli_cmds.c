@@ -6,9 +6,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "cli_fleet.h"
-#include "key.h"
+#include "client/cli.h"
+#include "client/cli_fleet.h"
+#include "common/key.h"
 
 /* ---- keys ------------------------------------------------------------------ */
 

@@ -1,7 +1,7 @@
 /* tiletune export / import / diff: tuning tables for fleets (docs/fleet.md).
- * The table format and its checks are src/tuner/fleet_record.c; the
+ * The table format and its checks are src/tuner/fleet/record.c; the
  * daemon merges (IMPORT) and reads the database (EXPORT). */
-#include "cli_fleet.h"
+#include "client/cli_fleet.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,10 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fleet_merge.h"
-#include "fleet_record.h"
-#include "hash.h"
-#include "key.h"
+#include "tuner/fleet/policy.h"
+#include "tuner/fleet/record.h"
+#include "common/hash.h"
+#include "common/key.h"
 
 /* An import may take a while to merge: the daemon answers after the
  * whole transaction. */

@@ -6,7 +6,7 @@
 #ifndef TT_CLIENT_CLI_FLEET_H
 #define TT_CLIENT_CLI_FLEET_H
 
-#include "cli.h"
+#include "client/cli.h"
 
 extern const cli_opt cli_export_opts[], cli_import_opts[], cli_diff_opts[];
 int cli_cmd_export(cli *c);

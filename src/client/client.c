@@ -9,7 +9,7 @@
  * parent's stream must not be shared (each would read the other's
  * replies). So every open client is on a list, and a pthread_atfork child
  * handler resets each one: fresh locks, the inherited socket closed. */
-#include "client_internal.h"
+#include "client/client_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,9 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache.h"
-#include "conn.h"
-#include "key.h"
+#include "client/cache.h"
+#include "client/conn.h"
+#include "common/key.h"
 
 #define CACHE_ENTRIES 1024
 #define TTL_NS_DEFAULT INT64_C(1000000000)

@@ -6,7 +6,7 @@
  * tt_sdpa_fwd runs those on that arch. Every row must be within reach of
  * the tuned best (issue 3 target: within 15%); docs/perf.md records the
  * measurements behind each row. */
-#include "key.h"
+#include "common/key.h"
 
 #include <string.h>
 
@@ -76,11 +76,7 @@ int tt_config_default(const tt_key *key, tt_config *out) {
     return from_table(defaults, sizeof defaults / sizeof defaults[0], TT_FAMILY_MMA, key, out);
 }
 
-int tt__config_default_arch(const tt_key *key, int32_t arch, tt_config *out) {
+int tt__config_default_sm90(const tt_key *key, tt_config *out) {
     if (!key || !out) return TT_ERR_INVAL;
-    if (!tt__head_dim_supported(key->head_dim)) return TT_ERR_UNSUPPORTED;
-    if (arch == 90 &&
-        from_table(defaults_sm90, sizeof defaults_sm90 / sizeof defaults_sm90[0], TT_FAMILY_WGMMA, key, out) == 0)
-        return 0;
-    return tt_config_default(key, out);
+    return from_table(defaults_sm90, sizeof defaults_sm90 / sizeof defaults_sm90[0], TT_FAMILY_WGMMA, key, out);
 }

@@ -1,4 +1,4 @@
-#include "key.h"
+#include "common/key.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "launch.h"
+#include "kernels/launch.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -7,9 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_api.h"
-#include "key.h"
-#include "source.h"
+#include "kernels/cuda_api.h"
+#include "kernels/family.h"
+#include "common/key.h"
+#include "kernels/source.h"
 
 /* grid.y and grid.z are heads and batch: the hardware caps both. */
 #define GRID_YZ_MAX 65535
@@ -86,9 +87,8 @@ int tt__kernel_load(CUcontext ctx, const tt__cubin *cubin, const tt__variant *v,
     k->ctx = ctx;
     k->variant = *v;
     k->report = cubin->report;
-    k->smem = TT_SDPA_SMEM_BYTES(v->config.family, v->config.block_m, v->config.block_n, v->head_dim, v->config.stages,
-                                 v->config.layout);
-    k->threads = v->config.warps * 32;
+    k->smem = (int)tt__config_smem_bytes(&v->config, v->head_dim);
+    k->threads = tt__config_threads(&v->config);
     CUresult r;
     CUcontext popped;
     if ((r = cu->CtxPushCurrent(ctx))) {
@@ -411,56 +411,11 @@ static int device_of_pointer(const tt__cuda *cu, const char *name, const void *p
     return 0;
 }
 
-/* One client for the whole process: its cache makes a repeated lookup cost
- * no round trip. A client that cannot be opened means: built-in defaults. */
-static pthread_once_t client_once = PTHREAD_ONCE_INIT;
-static tt_client *process_client;
-
-static void client_open_once(void) {
-    if (tt_client_open(NULL, 50, &process_client) < 0) process_client = NULL;
-}
-
-static int device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,
-                          size_t errlen);
-
-static int choose_config(const tt_sdpa_args *a, const tt__device_limits *lim, tt_config *out,
-                         char *err, size_t errlen) {
-    char msg[200];
-    int rc;
-    if (a->config) {
-        if ((rc = tt__variant_check(a->config, (int32_t)a->head_dim, lim, msg, sizeof msg)) < 0)
-            return tt__fail(rc, err, errlen, "config invalid on this device (sm_%d): %s", (int)lim->arch, msg);
-        *out = *a->config;
-        return 0;
-    }
-    tt_key key;
-    memset(&key, 0, sizeof key);
-    key.dtype = (tt_dtype)a->dtype;
-    key.head_dim = (int32_t)a->head_dim;
-    key.causal = a->causal;
-    key.seqlen_q = a->seqlen_q;
-    key.seqlen_k = a->seqlen_k;
-    if ((rc = tt_kernel_revision(key.rev)) < 0) return tt__fail(rc, err, errlen, "kernel source unavailable");
-    pthread_once(&client_once, client_open_once);
-    tt_lookup_result res;
-    /* The daemon tunes on the same GPU model; a record from another model
-     * or an older schedule may not fit this device: then the default. */
-    /* A default answer (nothing tuned, or no daemon) is the portable one;
-     * this device's own default is at least as good. */
-    if (process_client && key.seqlen_q <= TT_SEQLEN_MAX && key.seqlen_k <= TT_SEQLEN_MAX &&
-        tt_lookup(process_client, &key, &res) == 0 && res.match != TT_MATCH_DEFAULT &&
-        tt__variant_check(&res.config, key.head_dim, lim, NULL, 0) == 0) {
-        *out = res.config;
-        return 0;
-    }
-    return device_default(&key, lim, out, err, errlen);
-}
-
 /* The default this device runs: its arch's row, else the portable one; a
  * device with less shared memory than that needs (sm_86's 99 KB at
  * head_dim 256) gets the first schedule of the space that fits. */
-static int device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,
-                          size_t errlen) {
+int tt__sdpa_device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,
+                            size_t errlen) {
     tt_config c;
     int rc;
     if (tt__config_default_arch(key, lim->arch, &c) == 0 &&
@@ -482,9 +437,8 @@ static int device_default(const tt_key *key, const tt__device_limits *lim, tt_co
     return 0;
 }
 
-int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {
-    tt_sdpa_params p;
-    int rc = tt__sdpa_params_from_args(a, &p, err, errlen);
+int tt__sdpa_target_of(const tt_sdpa_args *a, tt__sdpa_target *t, char *err, size_t errlen) {
+    int rc = tt__sdpa_params_from_args(a, &t->params, err, errlen);
     if (rc < 0) return rc;
     const tt__cuda *cu;
     if ((rc = tt__cuda_get(&cu, err, errlen)) < 0) return rc;
@@ -501,22 +455,28 @@ int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {
             return tt__fail(TT_ERR_INVAL, err, errlen, "%s is on device %d, q on device %d", more[i].name,
                             other, ord);
     }
-    CUcontext ctx = NULL;
-    tt__device_limits lim;
-    if ((rc = context_for(cu, ord, &ctx, &lim, err, errlen)) < 0) return rc;
+    return context_for(cu, ord, &t->ctx, &t->limits, err, errlen);
+}
+
+int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_config *cfg, char *err,
+                    size_t errlen) {
+    char msg[200];
+    int rc;
+    if ((rc = tt__variant_check(cfg, (int32_t)a->head_dim, &t->limits, msg, sizeof msg)) < 0)
+        return tt__fail(rc, err, errlen, "config invalid on this device (sm_%d): %s", (int)t->limits.arch, msg);
     tt__variant v;
     memset(&v, 0, sizeof v);
-    if ((rc = choose_config(a, &lim, &v.config, err, errlen)) < 0) return rc;
+    v.config = *cfg;
     v.head_dim = (int32_t)a->head_dim;
     v.dtype = (tt_dtype)a->dtype;
     v.causal = a->causal;
-    v.arch = lim.arch;
+    v.arch = t->limits.arch;
     const tt__kernel *k;
-    if ((rc = tt__kernel_get(ctx, NULL, &v, &k, err, errlen)) < 0) return rc;
-    if ((long)k->report.static_smem + k->smem > lim.smem_optin)
+    if ((rc = tt__kernel_get(t->ctx, NULL, &v, &k, err, errlen)) < 0) return rc;
+    if ((long)k->report.static_smem + k->smem > t->limits.smem_optin)
         return tt__fail(TT_ERR_RANGE, err, errlen, "variant needs %ld bytes of shared memory, the device allows %d",
-                        (long)k->report.static_smem + k->smem, (int)lim.smem_optin);
-    return tt__kernel_launch(k, &p, (CUstream)a->stream, err, errlen);
+                        (long)k->report.static_smem + k->smem, (int)t->limits.smem_optin);
+    return tt__kernel_launch(k, &t->params, (CUstream)a->stream, err, errlen);
 }
 
 /* The limits of CUDA device `device` (its primary context made ready). */
@@ -552,5 +512,5 @@ int tt_sdpa_default_config(const tt_key *key, int device, tt_config *out, char *
     tt__device_limits lim;
     int rc = limits_of(device, &lim, err, errlen);
     if (rc < 0) return rc;
-    return device_default(key, &lim, out, err, errlen);
+    return tt__sdpa_device_default(key, &lim, out, err, errlen);
 }

@@ -6,9 +6,9 @@
 #include <sys/stat.h>
 
 #include "cli_run.h"
-#include "conn.h"
+#include "client/conn.h"
 #include "fake_daemon.h"
-#include "store.h"
+#include "tuner/store/store.h"
 #include "tiletune.h"
 #include "tt_test.h"
 

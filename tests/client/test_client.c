@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 
-#include "client_internal.h"
+#include "client/client_internal.h"
 #include "fake_daemon.h"
 #include "tiletune.h"
 #include "tt_test.h"

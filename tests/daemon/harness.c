@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "tuner/store/store.h"
 
 /* The harness runs inside a test's child process and fails it with the
  * ASSERTs of tt_test.h; the runner that header also defines is not used. */

@@ -5,7 +5,7 @@
  * __wrap_realloc below, which fails the call numbered `fail_at`. */
 #include <stddef.h>
 
-#include "stats.h"
+#include "tuner/daemon/stats.h"
 #include "tt_test.h"
 
 void *__real_realloc(void *p, size_t n);

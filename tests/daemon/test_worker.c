@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
-#include "store.h"
+#include "tuner/store/store.h"
 #include "tt_test.h"
 
 #define WORKER TT_DAEMON_TEST_DIR "/fake_worker.sh"

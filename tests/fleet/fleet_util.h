@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet_record.h"
-#include "hash.h"
+#include "tuner/fleet/record.h"
+#include "tuner/store/store.h"
+#include "common/hash.h"
 #include "tt_test.h"
 
 #define FU_REV "abc123"

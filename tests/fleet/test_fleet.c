@@ -3,10 +3,10 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "fleet_merge.h"
-#include "fleet_shard.h"
+#include "tuner/fleet/merge.h"
+#include "tuner/fleet/shard.h"
 #include "fleet_util.h"
-#include "variants.h"
+#include "kernels/variants.h"
 
 static int kernel_rule(const tt_config *cfg, int32_t hdim, char *err, size_t errlen) {
     return tt__variant_check(cfg, hdim, NULL, err, errlen);

@@ -8,7 +8,7 @@
 #include "../client/cli_run.h"
 #include "fleet_util.h"
 #include "harness.h"
-#include "proto.h"
+#include "common/proto.h"
 
 #define NKEYS 6
 

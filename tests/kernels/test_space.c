@@ -13,10 +13,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "cuda_api.h"
-#include "sdpa_params.h"
+#include "kernels/cuda_api.h"
+#include "kernels/family.h"
 #include "tt_test.h"
-#include "variants.h"
+#include "kernels/variants.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -72,9 +72,7 @@ TEST(every_variant_compiles_for_sm80_and_sm90) {
                             printf("REGISTERS %d sm_%d d%d %s\n", r->registers, archs[ai], hds[hi], cfg);
                             failures++;
                         }
-                        long smem = TT_SDPA_SMEM_BYTES((long)v->config.family, (long)v->config.block_m, (long)v->config.block_n,
-                                                       (long)v->head_dim, (long)v->config.stages,
-                                                       v->config.layout);
+                        long smem = (long)tt__config_smem_bytes(&v->config, v->head_dim);
                         if (r->dynamic_smem != smem || r->static_smem + r->dynamic_smem > dev.smem_optin) {
                             printf("SMEM %d+%d (formula %ld, limit %d) sm_%d d%d %s\n", r->static_smem,
                                    r->dynamic_smem, smem, dev.smem_optin, archs[ai], hds[hi], cfg);

@@ -1,12 +1,13 @@
-/* The variant space without compiling: the shape rules (sdpa.cu's
- * #errors, mirrored), device limits, seqlen pruning, the table's size. */
+/* The variant space without compiling: the shape rules (the family descriptors,
+ * kernels/family.h), device limits, seqlen pruning, the table's size. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "key.h"
-#include "sdpa_params.h"
+#include "common/config.h"
+#include "common/key.h"
+#include "kernels/family.h"
 #include "tt_test.h"
-#include "variants.h"
+#include "kernels/variants.h"
 
 static tt_config cfg(int bm, int bn, int w, int st, int layout, int qr) {
     tt_config c;
@@ -245,6 +246,81 @@ TEST(bad_keys) {
 }
 
 static void count_up(size_t i, void *ctx) { __atomic_fetch_add((int *)ctx + i, 1, __ATOMIC_SEQ_CST); }
+
+/* The table: row i is family i, named as knobs.def names the family knob's
+ * value; its files, functions and defaults are there; a knob it does not
+ * read has no space list and a pinned value in range; a knob it reads has
+ * one, in range. */
+TEST(family_table_is_consistent) {
+    const tt__knob *fk = tt__knob_find("family");
+    ASSERT(fk && fk->names);
+    ASSERT_EQ((size_t)(fk->max - fk->min + 1), tt__family_count);
+    for (size_t i = 0; i < tt__family_count; i++) {
+        const tt__family *f = tt__families[i];
+        ASSERT_EQ((size_t)f->id, i);
+        ASSERT(tt__family_of(f->id) == f);
+        int32_t parsed = -1;
+        ASSERT_OK(tt__knob_parse_value(fk, f->name, &parsed));
+        ASSERT_EQ(parsed, f->id);
+        ASSERT(f->files[0].name && f->files[0].text && *f->files[0].len > 0);
+        ASSERT(f->check && f->registers && f->register_budget && f->smem_bytes && f->threads);
+        ASSERT(f->arch_min >= 80 && f->arch_min <= f->arch_max && f->arch_suffix);
+        ASSERT(f->defaults[0].lookup);
+        const tt__knob_values *lists = (const tt__knob_values *)&f->space;
+        for (int k = 0; k < tt__knob_count(); k++) {
+            const tt__knob *kn = tt__knob_at(k);
+            if (k == TT__KNOB_family) continue;
+            if (f->reads & (1u << k)) {
+                if (lists[k].n < 1) TT_FAIL_AT("%s reads %s but its space has no value for it", f->name, kn->name);
+                for (int j = 0; j < lists[k].n; j++) ASSERT(lists[k].v[j] >= kn->min && lists[k].v[j] <= kn->max);
+            } else {
+                if (lists[k].n != 0) TT_FAIL_AT("%s lists values of %s, which it does not read", f->name, kn->name);
+                int32_t pin = tt__knob_get(kn, &f->pinned);
+                ASSERT(pin >= kn->min && pin <= kn->max);
+            }
+        }
+    }
+    ASSERT(tt__family_of(-1) == NULL);
+    ASSERT(tt__family_of((int32_t)tt__family_count) == NULL);
+}
+
+/* No two variants of a key's space are the same kernel: configs differ in
+ * a knob their family reads (the others are pinned). */
+TEST(space_has_no_duplicate_kernels) {
+    const int dims[] = {32, 64, 96, 128, 256};
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(90, &d));
+    for (int i = 0; i < 5; i++) {
+        tt_key k = {.dtype = TT_DTYPE_FP16, .head_dim = dims[i]};
+        tt__space_entry *e = NULL;
+        size_t n = 0;
+        ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
+        for (size_t a = 0; a < n; a++)
+            for (size_t b = a + 1; b < n; b++)
+                ASSERT(!tt_config_equal(&e[a].variant.config, &e[b].variant.config));
+        free(e);
+    }
+    /* a knob a family does not read is refused off its pinned value */
+    tt_config c = wg(8, 128, 2);
+    char err[256];
+    c.q_in_regs = 1;
+    ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "q_in_regs=1");
+}
+
+/* Each family's shared memory and threads, computed by hand. */
+TEST(family_smem_and_threads) {
+    tt_config c = cfg(128, 64, 4, 2, TT_LAYOUT_SWIZZLE, 0);
+    ASSERT_EQ(tt__config_smem_bytes(&c, 128), 2 * 128 * (128 + 4 * 64));
+    c.layout = TT_LAYOUT_PAD; /* rows of 136 elements */
+    ASSERT_EQ(tt__config_smem_bytes(&c, 128), 2 * 136 * (128 + 4 * 64));
+    ASSERT_EQ(tt__config_threads(&c), 128);
+    c = wg(12, 128, 2);
+    ASSERT_EQ(tt__config_smem_bytes(&c, 128), 2 * 128 * (192 + 4 * 128) + 1024);
+    ASSERT_EQ(tt__config_threads(&c), 384);
+    c.family = 99;
+    ASSERT_EQ(tt__config_smem_bytes(&c, 128), -1);
+}
 
 TEST(parallel_for_runs_each_index_once) {
     int hits[1000];

@@ -10,10 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "hash.h"
-#include "key.h"
-#include "store.h"
+#include "common/config.h"
+#include "common/hash.h"
+#include "common/key.h"
+#include "tuner/store/store.h"
 #include "tt_test.h"
 
 /* ---- helpers ---------------------------------------------------------- */
