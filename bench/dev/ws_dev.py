@@ -23,22 +23,41 @@ from concurrent.futures import ProcessPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SRC = os.path.join(ROOT, "src", "kernels", "sdpa_ws.cu")
-HDR = os.path.join(ROOT, "src", "kernels", "sdpa_params.h")
+KDIR = os.path.join(ROOT, "src", "kernels")
+SRC = os.path.join(KDIR, "sdpa.cu")
+HEADERS = ("sdpa_params.h", "skeleton.cuh", "ws/mainloop.cuh", "ws/wrappers.cuh", "wgmma/wrappers.cuh")
 
 # (head_dim) -> [(block_n, consumers, stages, pingpong, overlap, persistent)]
 SPACE = {
     64: [(128, 3, 2, 0, 1, 0), (128, 3, 2, 0, 1, 1), (128, 3, 3, 0, 1, 1),
-         (128, 2, 2, 1, 1, 0), (128, 2, 2, 1, 1, 1), (192, 2, 2, 1, 1, 1)],
-    128: [(128, 2, 2, 1, 1, 0), (128, 2, 2, 1, 1, 1), (176, 2, 2, 1, 1, 1), (176, 2, 2, 1, 1, 0),
-          (128, 2, 3, 1, 1, 1), (128, 2, 2, 0, 1, 0), (128, 2, 2, 1, 0, 0), (128, 2, 2, 0, 0, 0)],
-    256: [(80, 2, 2, 1, 1, 0), (80, 2, 2, 1, 1, 1), (64, 2, 2, 1, 1, 1), (80, 2, 2, 0, 1, 0),
-          (80, 2, 2, 1, 0, 0), (64, 2, 2, 0, 0, 0)],
+         (128, 2, 2, 1, 1, 0), (128, 2, 2, 1, 1, 1), (192, 2, 2, 1, 1, 0)],
+    128: [(128, 2, 2, 1, 1, 0), (128, 2, 2, 1, 1, 1), (176, 2, 2, 1, 1, 0), (128, 2, 3, 1, 1, 0),
+          (128, 2, 2, 0, 1, 0), (128, 2, 2, 1, 0, 0), (128, 2, 2, 0, 0, 0)],
+    256: [(80, 2, 2, 1, 1, 0), (64, 2, 2, 1, 1, 0), (80, 2, 2, 0, 1, 0), (80, 2, 2, 1, 0, 0),
+          (64, 2, 2, 0, 0, 0)],
 }
 
 
-def smem_bytes(d, bn, nc, st):
-    return 2 * d * (64 * nc + 2 * st * bn) + 1024 + 16 + 32 * st
+def family_space(d):
+    """The variants src/kernels/ws/family.c's space and rules give head_dim
+    d (mirrored here: keep the two in step)."""
+    out = []
+    for bm, w in ((128, 12), (192, 16)):
+        for bn in (80, 128, 176):
+            for layout in (0, 1):
+                for qr in (0, 1):
+                    if layout and w != 12:
+                        continue
+                    if bn // 2 + bn // 4 + d // 2 > (196 if w == 12 else 136):
+                        continue
+                    if smem_bytes(d, bn, bm // 64, 2, qr) > 227 * 1024:
+                        continue
+                    out.append((bn, bm // 64, 2, layout, 1, qr))
+    return out
+
+
+def smem_bytes(d, bn, nc, st, pe=0):
+    return 2 * d * (64 * nc * (2 if pe else 1) + 2 * st * bn) + 1024 + 32 + 32 * st
 
 
 def name(d, dt, causal, v):
@@ -65,14 +84,16 @@ def compile_one(job):
     bn, nc, st, pp, ov, pe = v
     lib = _nvrtc()
     prog = ctypes.c_void_p()
-    hdrs = (ctypes.c_char_p * 1)(open(HDR, "rb").read())
-    names = (ctypes.c_char_p * 1)(b"sdpa_params.h")
-    rc = lib.nvrtcCreateProgram(ctypes.byref(prog), open(SRC, "rb").read(), b"sdpa_ws.cu", 1, hdrs, names)
+    n = len(HEADERS)
+    hdrs = (ctypes.c_char_p * n)(*[open(os.path.join(KDIR, h), "rb").read() for h in HEADERS])
+    names = (ctypes.c_char_p * n)(*[h.encode() for h in HEADERS])
+    rc = lib.nvrtcCreateProgram(ctypes.byref(prog), open(SRC, "rb").read(), b"sdpa.cu", n, hdrs, names)
     assert rc == 0
     opts = ["-arch=sm_90a", "-std=c++17", "--ptxas-options=-v", f"-DTT_BLOCK_M={64 * nc}",
             f"-DTT_BLOCK_N={bn}", f"-DTT_WARPS={4 * (nc + 1)}", f"-DTT_STAGES={st}",
             f"-DTT_HEAD_DIM={d}", f"-DTT_DTYPE={dt}", f"-DTT_CAUSAL={causal}",
-            f"-DTT_WS_PINGPONG={pp}", f"-DTT_WS_OVERLAP={ov}", f"-DTT_WS_PERSIST={pe}"] + extra
+            "-DTT_FAMILY=2", '-DTT_MAINLOOP="ws/mainloop.cuh"', "-DTT_FAULT_INJECT=0",
+            f"-DTT_LAYOUT={pp}", f"-DTT_WS_OVERLAP={ov}", f"-DTT_Q_IN_REGS={pe}"] + extra
     copts = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     rc = lib.nvrtcCompileProgram(prog, len(opts), copts)
     size = ctypes.c_size_t()
@@ -92,7 +113,8 @@ def compile_one(job):
 def build(a):
     os.makedirs(a.out, exist_ok=True)
     jobs = []
-    for d, vs in SPACE.items():
+    space = {d: family_space(d) for d in SPACE} if a.family else SPACE
+    for d, vs in space.items():
         if a.only and f"d{d}" not in a.only:
             continue
         for dt in (0, 1):
@@ -102,7 +124,7 @@ def build(a):
     bad = 0
     report = {}
     for j in jobs:
-        assert smem_bytes(j[0], *j[3][:3]) <= 232448, j
+        assert smem_bytes(j[0], *j[3][:3], j[3][5]) <= 232448, j
     with ProcessPoolExecutor(max_workers=a.jobs) as ex:
         for job, res in zip(jobs, ex.map(compile_one, jobs)):
             n = name(job[0], job[1], job[2], job[3])
@@ -154,7 +176,7 @@ class Runner:
             buf = ctypes.create_string_buffer(data, len(data))
             self.ck(self.cu.cuModuleLoadData(ctypes.byref(mod), buf), "load " + n)
             self.ck(self.cu.cuModuleGetFunction(ctypes.byref(f), mod, b"tt_sdpa_fwd_kernel"), n)
-            sm = smem_bytes(d, v[0], v[1], v[2])
+            sm = smem_bytes(d, v[0], v[1], v[2], v[5])
             self.ck(self.cu.cuFuncSetAttribute(f, 8, sm), "smem " + n)
             self.cache[n] = (f, sm, buf)
         return self.cache[n]
@@ -238,10 +260,11 @@ def run(a):
     rows = []
     fails = 0
     only = a.only.split(",") if a.only else None
+    space = {d: family_space(d) for d in SPACE} if a.family else SPACE
     # correctness: odd shapes, GQA, Lq != Lk, [B, L, H, D] strides, LSE
     shapes = [(2, 4, 2, 333, 517, False), (1, 2, 2, 1000, 1000, True), (1, 8, 8, 128, 64, False),
               (2, 6, 3, 257, 700, True)]
-    for d, vs in SPACE.items():
+    for d, vs in space.items():
         if a.no_check or (only and f"d{d}" not in only):
             continue
         for dt in (0, 1):
@@ -274,7 +297,7 @@ def run(a):
     print(f"correctness: {fails} failures", flush=True)
     # timing on the peers grid
     tot = 16384
-    for d, vs in SPACE.items():
+    for d, vs in (space if a.family_time else SPACE).items():
         if only and f"d{d}" not in only:
             continue
         H = 2048 // d
@@ -330,6 +353,7 @@ def main():
     b.add_argument("--define", action="append", default=[])
     b.add_argument("--jobs", type=int, default=os.cpu_count())
     b.add_argument("--first", type=int, default=99)
+    b.add_argument("--family", action="store_true", help="the family's whole space, not SPACE")
     r = sub.add_parser("run")
     r.add_argument("--cubins", required=True)
     r.add_argument("--out", default=None)
@@ -340,6 +364,8 @@ def main():
     r.add_argument("--first", type=int, default=99, help="only the first N variants of each head_dim")
     r.add_argument("--causals", type=int, nargs="+", default=[0, 1])
     r.add_argument("--no-check", action="store_true")
+    r.add_argument("--family", action="store_true", help="check the family's whole space")
+    r.add_argument("--family-time", action="store_true", help="and time it (else SPACE)")
     r.add_argument("--prof", action="store_true", help="launches only, for ncu")
     a = ap.parse_args()
     return build(a) if a.cmd == "build" else run(a)
