@@ -329,18 +329,20 @@ def run(a):
                         row = dict(hdim=d, dtype=dt, causal=causal, seqlen=L, variant=name(d, dt, causal, var),
                                    ms=t, tflops=tf_, cudnn=fl / tc / 1e9, fa2=fl / tf / 1e9, err=err)
                         rows.append(row)
+                        if a.out:  # as they come: a run cut short keeps its rows
+                            import csv
+                            new = not os.path.exists(a.out)
+                            with open(a.out, "a", newline="") as f:
+                                w = csv.DictWriter(f, fieldnames=list(row.keys()))
+                                if new:
+                                    w.writeheader()
+                                w.writerow(row)
                         if best is None or t < best[0]:
                             best = (t, var)
                         print(f"d{d} t{dt} c{causal} L{L} {var}: {tf_:.0f} TF/s (cudnn {fl / tc / 1e9:.0f}, "
                               f"fa2 {fl / tf / 1e9:.0f}) err {err:.3g}", flush=True)
                     print(f"BEST d{d} t{dt} c{causal} L{L} {best[1]}: {fl / best[0] / 1e9:.0f} "
                           f"/ cudnn {fl / tc / 1e9:.0f} = {tc / best[0]:.3f}", flush=True)
-    if a.out and rows:
-        import csv
-        with open(a.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-            w.writeheader()
-            w.writerows(rows)
     return 1 if fails else 0
 
 
