@@ -347,99 +347,29 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
     return 0;
 }
 
-/* ---- family ws: the copy engine's tensor maps ----------------------------------------- */
-
-/* The copy engine addresses a tensor by byte strides that are multiples of
- * 16 below 2^40; a zero stride (an expanded tensor) is not taken either. */
-static int tma_strides_ok(tt_i64 batch, tt_i64 head, tt_i64 row) {
-    const tt_i64 s[3] = {batch, head, row};
-    for (int i = 0; i < 3; i++)
-        if (s[i] <= 0 || s[i] % 8 != 0 || s[i] >= ((tt_i64)1 << 39)) return 0;
-    return 1;
-}
-
-int tt__sdpa_params_tma_ok(const tt_sdpa_params *p) {
-    return tma_strides_ok(p->q_batch_stride, p->q_head_stride, p->q_row_stride) &&
-           tma_strides_ok(p->k_batch_stride, p->k_head_stride, p->k_row_stride) &&
-           tma_strides_ok(p->v_batch_stride, p->v_head_stride, p->v_row_stride) &&
-           tma_strides_ok(p->o_batch_stride, p->o_head_stride, p->o_row_stride);
-}
-
-/* A 4-d map (head_dim, seqlen, heads, batch) of 16-bit elements in the
- * 128-byte swizzle, boxes of 64 columns by `rows`: out of bounds reads
- * zeros, out of bounds writes are dropped. */
-static int ws_map(const tt__cuda *cu, CUtensorMap *m, const char *name, const void *base, int64_t d, int64_t len,
-                  int64_t heads, int64_t batch, tt_i64 sb, tt_i64 sh, tt_i64 sr, unsigned rows, char *err,
-                  size_t errlen) {
-    const cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)len, (cuuint64_t)heads, (cuuint64_t)batch};
-    const cuuint64_t strides[3] = {(cuuint64_t)sr * 2, (cuuint64_t)sh * 2, (cuuint64_t)sb * 2};
-    const cuuint32_t box[4] = {64, rows, 1, 1}, one[4] = {1, 1, 1, 1};
-    CUresult r = cu->TensorMapEncodeTiled(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, (void *)(uintptr_t)base, dims,
-                                          strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r) {
-        char what[64];
-        snprintf(what, sizeof what, "cuTensorMapEncodeTiled (%s)", name);
-        return tt__cuda_fail(cu, r, what, err, errlen);
-    }
-    return 0;
-}
-
-/* The ws kernel's maps of Q, K, V and O, and its grid when persistent:
- * one CTA an SM, at most one a work tile. */
-static int ws_prepare(const tt__cuda *cu, const tt__kernel *k, const tt_sdpa_params *p, CUtensorMap maps[4],
-                      unsigned *gx, unsigned *gy, unsigned *gz, char *err, size_t errlen) {
-    const tt_config *c = &k->variant.config;
-    const int64_t d = k->variant.head_dim;
-    if (!tt__sdpa_params_tma_ok(p))
-        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
-                        "the ws kernel needs strides the copy engine takes (positive multiples of 8 elements)");
-    int rc;
-    if ((rc = ws_map(cu, &maps[0], "q", p->q, d, p->seqlen_q, p->heads_q, p->batch, p->q_batch_stride,
-                     p->q_head_stride, p->q_row_stride, (unsigned)c->block_m, err, errlen)) < 0 ||
-        (rc = ws_map(cu, &maps[1], "k", p->k, d, p->seqlen_k, p->heads_kv, p->batch, p->k_batch_stride,
-                     p->k_head_stride, p->k_row_stride, (unsigned)c->block_n, err, errlen)) < 0 ||
-        (rc = ws_map(cu, &maps[2], "v", p->v, d, p->seqlen_k, p->heads_kv, p->batch, p->v_batch_stride,
-                     p->v_head_stride, p->v_row_stride, (unsigned)c->block_n, err, errlen)) < 0 ||
-        (rc = ws_map(cu, &maps[3], "o", p->o, d, p->seqlen_q, p->heads_q, p->batch, p->o_batch_stride,
-                     p->o_head_stride, p->o_row_stride, 64, err, errlen)) < 0)
-        return rc;
-    if (c->q_in_regs) { /* persistent */
-        const int64_t tiles = (int64_t)*gx * *gy * *gz;
-        if (tiles > INT32_MAX)
-            return tt__fail(TT_ERR_RANGE, err, errlen, "%lld work tiles: the persistent ws kernel counts to 2^31",
-                            (long long)tiles);
-        CUdevice dev;
-        int sms = 0;
-        CUresult r;
-        if ((r = cu->CtxGetDevice(&dev)) ||
-            (r = cu->DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)))
-            return tt__cuda_fail(cu, r, "cuDeviceGetAttribute", err, errlen);
-        *gx = (unsigned)(tiles < sms ? tiles : sms);
-        *gy = *gz = 1;
-    }
-    return 0;
-}
-
 int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream stream, char *err,
                       size_t errlen) {
     const tt__cuda *cu;
     int rc = tt__cuda_get(&cu, err, errlen);
     if (rc < 0) return rc;
+    const tt__family *f = tt__family_of(k->variant.config.family);
+    tt__launch_extra x;
+    x.n = 0;
     /* in int64: seqlen_q may be INT32_MAX, and the rounding sum must not wrap */
-    unsigned gx = (unsigned)(((int64_t)p->seqlen_q + k->variant.config.block_m - 1) / k->variant.config.block_m);
-    unsigned gy = (unsigned)p->heads_q, gz = (unsigned)p->batch;
-    CUtensorMap maps[4];
-    void *params[5] = {(void *)p, &maps[0], &maps[1], &maps[2], &maps[3]};
+    x.grid[0] = (unsigned)(((int64_t)p->seqlen_q + k->variant.config.block_m - 1) / k->variant.config.block_m);
+    x.grid[1] = (unsigned)p->heads_q;
+    x.grid[2] = (unsigned)p->batch;
+    void *params[1 + TT__LAUNCH_EXTRA_MAX] = {(void *)p};
     CUresult r;
     CUcontext popped;
     if ((r = cu->CtxPushCurrent(k->ctx))) return tt__cuda_fail(cu, r, "cuCtxPushCurrent", err, errlen);
-    if (k->variant.config.family == TT_FAMILY_WS && (rc = ws_prepare(cu, k, p, maps, &gx, &gy, &gz, err, errlen)) < 0) {
+    if (f && f->launch_extra && (rc = f->launch_extra(&k->variant, p, &x, err, errlen)) < 0) {
         cu->CtxPopCurrent(&popped);
         return rc;
     }
-    r = cu->LaunchKernel(k->fn, gx, gy, gz, (unsigned)k->threads, 1, 1, (unsigned)k->smem, stream, params, NULL);
+    for (int i = 0; i < x.n && i < TT__LAUNCH_EXTRA_MAX; i++) params[1 + i] = x.params[i];
+    r = cu->LaunchKernel(k->fn, x.grid[0], x.grid[1], x.grid[2], (unsigned)k->threads, 1, 1, (unsigned)k->smem,
+                         stream, params, NULL);
     cu->CtxPopCurrent(&popped);
     if (r) return tt__cuda_fail(cu, r, "cuLaunchKernel", err, errlen);
     return 0;
@@ -543,9 +473,11 @@ int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_co
     char msg[200];
     int rc;
     tt_config fallback;
-    if (cfg->family == TT_FAMILY_WS && !tt__sdpa_params_tma_ok(&t->params)) {
-        /* Strides the copy engine cannot take: this device's default of
-         * another family serves the call rather than a refusal. */
+    const tt__family *f = tt__family_of(cfg->family);
+    if (f && f->runs && !f->runs(&t->params)) {
+        /* e.g. strides the ws kernel's copy engine cannot take: this
+         * device's default of another family serves the call rather than
+         * a refusal */
         tt_key key;
         memset(&key, 0, sizeof key);
         key.dtype = (tt_dtype)a->dtype;
@@ -553,9 +485,9 @@ int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_co
         key.causal = a->causal;
         key.seqlen_q = a->seqlen_q;
         key.seqlen_k = a->seqlen_k;
-        if (tt__sdpa_device_default(&key, &t->limits, &fallback, NULL, 0) < 0 || fallback.family == TT_FAMILY_WS)
+        if (tt__sdpa_device_default(&key, &t->limits, &fallback, NULL, 0) < 0 || fallback.family == cfg->family)
             if ((rc = tt_config_default(&key, &fallback)) < 0)
-                return tt__fail(rc, err, errlen, "no schedule for strides the ws kernel cannot take");
+                return tt__fail(rc, err, errlen, "no schedule of another family for these strides");
         cfg = &fallback;
     }
     if ((rc = tt__variant_check(cfg, (int32_t)a->head_dim, &t->limits, msg, sizeof msg)) < 0)

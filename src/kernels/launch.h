@@ -76,11 +76,6 @@ int tt__kernel_get(CUcontext ctx, const tt__jit_opts *jo, const tt__variant *v,
  */
 int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *err, size_t errlen);
 
-/* 1 if the copy engine can address all four tensors of `p` (the ws
- * family's tensor maps), else 0: tt__sdpa_launch then runs another
- * family's schedule. */
-int tt__sdpa_params_tma_ok(const tt_sdpa_params *p);
-
 /* Launches `k` on `stream` in k's context (pushed for the call). The
  * params' head dim, dtype and causal flag must be the ones k was compiled
  * for: the caller made both from the same arguments. */
@@ -100,9 +95,10 @@ typedef struct tt__sdpa_target {
 int tt__sdpa_target_of(const tt_sdpa_args *a, tt__sdpa_target *t, char *err, size_t errlen);
 
 /* Runs `a` with `cfg` (a->config is not read) on `t` from
- * tt__sdpa_target_of(a): a ws config whose tensors the copy engine cannot
- * address becomes the device's default of another family; the config is
- * checked against the device, the
+ * tt__sdpa_target_of(a): a config whose family cannot run these params
+ * (tt__family.runs: the ws kernel's copy engine and some strides) becomes
+ * the device's default of another family; the config is checked against
+ * the device, the
  * variant compiled or taken from the module cache, and launched on
  * a->stream. */
 int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_config *cfg, char *err,
