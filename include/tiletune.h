@@ -69,7 +69,7 @@ TT_EXPORT const char *tt_strerror(int code);
 
 typedef enum tt_dtype { TT_DTYPE_FP16 = 0, TT_DTYPE_BF16 = 1 } tt_dtype;
 /* mma: mma.sync, sm_80 and later; wgmma: Hopper warpgroup MMA, sm_90 only. */
-typedef enum tt_family { TT_FAMILY_MMA = 0, TT_FAMILY_WGMMA = 1 } tt_family;
+typedef enum tt_family { TT_FAMILY_MMA = 0, TT_FAMILY_WGMMA = 1, TT_FAMILY_WS = 2 } tt_family;
 typedef enum tt_layout { TT_LAYOUT_PAD = 0, TT_LAYOUT_SWIZZLE = 1 } tt_layout;
 
 /*

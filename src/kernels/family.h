@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/sdpa_params.h"
 #include "kernels/variants.h"
 #include "tiletune.h"
 
@@ -58,6 +59,16 @@ typedef struct tt__device_file {
 } tt__device_file;
 #define TT__FAMILY_FILES_MAX 4
 
+/* What a family's launch adds to the plain one: kernel parameters after
+ * the parameter struct (pointers into `buf`) and the grid. */
+#define TT__LAUNCH_EXTRA_MAX 4
+typedef struct tt__launch_extra {
+    _Alignas(64) unsigned char buf[TT__LAUNCH_EXTRA_MAX * 128];
+    void *params[TT__LAUNCH_EXTRA_MAX];
+    int n;            /* parameters after the struct */
+    unsigned grid[3]; /* preset to the plain grid */
+} tt__launch_extra;
+
 typedef struct tt__family {
     int32_t id;                   /* its value of the `family` knob */
     const char *name;             /* knobs.def's name for that value */
@@ -71,6 +82,7 @@ typedef struct tt__family {
     tt_config pinned;             /* the value of each knob it does not read */
     tt__family_space space;       /* the tuned values of each knob it reads */
     int32_t stages_min;           /* the fewest stages it takes: no choice, never pruned by seqlen */
+    int32_t causal_max;           /* the masks its mainloop has: 1 top-left, 2 bottom-right too */
     /* Its shape rules for `c` at `head_dim` (pinned knobs, registers and
      * the device are checked by tt__variant_check): 0 or TT_ERR_INVAL. */
     int (*check)(const tt_config *c, int32_t head_dim, char *err, size_t errlen);
@@ -83,6 +95,17 @@ typedef struct tt__family {
     int64_t (*smem_bytes)(const tt_config *c, int32_t head_dim); /* dynamic, per CTA */
     int32_t (*threads)(const tt_config *c);                      /* per CTA */
     tt__family_defaults defaults[2]; /* arch 0 or 0-terminated */
+    /* Launch specifics, NULL for the plain launch (the parameter struct
+     * alone, grid (ceil(seqlen_q / block_m), heads_q, batch)): called in
+     * the kernel's context, fills `x`; 0 or a negative code with a
+     * message. */
+    int (*launch_extra)(const tt__variant *v, const tt_sdpa_params *p, tt__launch_extra *x, char *err,
+                        size_t errlen);
+    /* 0 if the family's kernel cannot run `p` (strides it cannot take):
+     * tt__sdpa_launch then runs the device's default of another family,
+     * as it does for a causal mode over causal_max. NULL: it runs every
+     * checked `p`. */
+    int (*runs)(const tt_sdpa_params *p);
 } tt__family;
 
 /* The table, indexed by family id (tt__families[i]->id == i). */

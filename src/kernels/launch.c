@@ -353,14 +353,24 @@ int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream str
     const tt__cuda *cu;
     int rc = tt__cuda_get(&cu, err, errlen);
     if (rc < 0) return rc;
+    const tt__family *f = tt__family_of(k->variant.config.family);
+    tt__launch_extra x;
+    x.n = 0;
     /* in int64: seqlen_q may be INT32_MAX, and the rounding sum must not wrap */
-    unsigned gx = (unsigned)(((int64_t)p->seqlen_q + k->variant.config.block_m - 1) / k->variant.config.block_m);
-    void *params[1] = {(void *)p};
+    x.grid[0] = (unsigned)(((int64_t)p->seqlen_q + k->variant.config.block_m - 1) / k->variant.config.block_m);
+    x.grid[1] = (unsigned)p->heads_q;
+    x.grid[2] = (unsigned)p->batch;
+    void *params[1 + TT__LAUNCH_EXTRA_MAX] = {(void *)p};
     CUresult r;
     CUcontext popped;
     if ((r = cu->CtxPushCurrent(k->ctx))) return tt__cuda_fail(cu, r, "cuCtxPushCurrent", err, errlen);
-    r = cu->LaunchKernel(k->fn, gx, (unsigned)p->heads_q, (unsigned)p->batch, (unsigned)k->threads, 1, 1,
-                         (unsigned)k->smem, stream, params, NULL);
+    if (f && f->launch_extra && (rc = f->launch_extra(&k->variant, p, &x, err, errlen)) < 0) {
+        cu->CtxPopCurrent(&popped);
+        return rc;
+    }
+    for (int i = 0; i < x.n && i < TT__LAUNCH_EXTRA_MAX; i++) params[1 + i] = x.params[i];
+    r = cu->LaunchKernel(k->fn, x.grid[0], x.grid[1], x.grid[2], (unsigned)k->threads, 1, 1, (unsigned)k->smem,
+                         stream, params, NULL);
     cu->CtxPopCurrent(&popped);
     if (r) return tt__cuda_fail(cu, r, "cuLaunchKernel", err, errlen);
     return 0;
@@ -463,6 +473,24 @@ int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_co
                     size_t errlen) {
     char msg[200];
     int rc;
+    tt_config fallback;
+    const tt__family *f = tt__family_of(cfg->family);
+    if (f && ((f->runs && !f->runs(&t->params)) || a->causal > f->causal_max)) {
+        /* e.g. strides the ws kernel's copy engine cannot take, or a mask
+         * its mainloop does not have: this device's default of another
+         * family serves the call rather than a refusal */
+        tt_key key;
+        memset(&key, 0, sizeof key);
+        key.dtype = (tt_dtype)a->dtype;
+        key.head_dim = (int32_t)a->head_dim;
+        key.causal = a->causal;
+        key.seqlen_q = a->seqlen_q;
+        key.seqlen_k = a->seqlen_k;
+        if (tt__sdpa_device_default(&key, &t->limits, &fallback, NULL, 0) < 0 || fallback.family == cfg->family)
+            if ((rc = tt_config_default(&key, &fallback)) < 0)
+                return tt__fail(rc, err, errlen, "no schedule of another family for these strides");
+        cfg = &fallback;
+    }
     if ((rc = tt__variant_check(cfg, (int32_t)a->head_dim, &t->limits, msg, sizeof msg)) < 0)
         return tt__fail(rc, err, errlen, "config invalid on this device (sm_%d): %s", (int)t->limits.arch, msg);
     tt__variant v;

@@ -95,7 +95,10 @@ typedef struct tt__sdpa_target {
 int tt__sdpa_target_of(const tt_sdpa_args *a, tt__sdpa_target *t, char *err, size_t errlen);
 
 /* Runs `a` with `cfg` (a->config is not read) on `t` from
- * tt__sdpa_target_of(a): the config is checked against the device, the
+ * tt__sdpa_target_of(a): a config whose family cannot run these params
+ * (tt__family.runs: the ws kernel's copy engine and some strides) becomes
+ * the device's default of another family; the config is checked against
+ * the device, the
  * variant compiled or taken from the module cache, and launched on
  * a->stream. */
 int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_config *cfg, char *err,

@@ -11,7 +11,10 @@
  * of a variant are its family descriptor's (src/kernels/family.h).
  *
  * Entry: extern "C" __global__ void tt_sdpa_fwd_kernel(tt_sdpa_params p);
- * Grid: (ceil(seqlen_q / TT_BLOCK_M), heads_q, batch).
+ * Grid: (ceil(seqlen_q / TT_BLOCK_M), heads_q, batch). A family may add
+ * parameters after the struct and change the grid (its descriptor's
+ * launch_extra: family ws takes four CUtensorMaps and, persistent, one CTA
+ * an SM).
  *
  * Semantics: torch.nn.functional.scaled_dot_product_attention. Causal is
  * PyTorch's alignment (top-left: query i sees keys j <= i). GQA: query head

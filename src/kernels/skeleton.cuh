@@ -13,7 +13,7 @@
  * Knobs (-D macros, see src/common/knobs.def and docs/kernels.md); which
  * ones a family reads and their legal values are in its host descriptor
  * (src/kernels/<family>/family.c):
- *   TT_FAMILY    0 mma, 1 wgmma
+ *   TT_FAMILY    0 mma, 1 wgmma, 2 ws
  *   TT_BLOCK_M   query rows per CTA
  *   TT_BLOCK_N   keys per K/V tile
  *   TT_WARPS     warps per CTA

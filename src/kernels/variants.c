@@ -190,7 +190,7 @@ int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigne
     size_t k = 0;
     for (size_t fi = 0; fi < tt__family_count; fi++) {
         const tt__family *f = tt__families[fi];
-        size_t count = family_space_size(f);
+        size_t count = key->causal > f->causal_max ? 0 : family_space_size(f);
         for (size_t i = 0; i < count; i++) {
             tt_config c;
             family_space_at(f, i, &c);

@@ -64,6 +64,7 @@ static int32_t threads(const tt_config *c) { return c->warps * 32; }
  */
 const tt__family tt__family_mma = {
     .id = TT_FAMILY_MMA,
+    .causal_max = 2,
     .name = "mma",
     .arch_min = 80,
     .arch_max = 199,

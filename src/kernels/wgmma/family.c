@@ -62,6 +62,7 @@ static int32_t threads(const tt_config *c) { return c->warps * 32; }
  */
 const tt__family tt__family_wgmma = {
     .id = TT_FAMILY_WGMMA,
+    .causal_max = 2,
     .name = "wgmma",
     .arch_min = 90,
     .arch_max = 90,
