@@ -69,7 +69,7 @@ TT_EXPORT const char *tt_strerror(int code);
 
 typedef enum tt_dtype { TT_DTYPE_FP16 = 0, TT_DTYPE_BF16 = 1 } tt_dtype;
 /* mma: mma.sync, sm_80 and later; wgmma: Hopper warpgroup MMA, sm_90 only. */
-typedef enum tt_family { TT_FAMILY_MMA = 0, TT_FAMILY_WGMMA = 1 } tt_family;
+typedef enum tt_family { TT_FAMILY_MMA = 0, TT_FAMILY_WGMMA = 1, TT_FAMILY_WS = 2 } tt_family;
 typedef enum tt_layout { TT_LAYOUT_PAD = 0, TT_LAYOUT_SWIZZLE = 1 } tt_layout;
 
 /*
@@ -119,7 +119,7 @@ TT_EXPORT int tt_config_equal(const tt_config *a, const tt_config *b);
 typedef struct tt_key {
     tt_dtype dtype;
     int32_t head_dim; /* 32, 64, 96, 128 or 256 */
-    int32_t causal;   /* TT_CAUSAL_*: 0, 1 or 2 */
+    int32_t causal;   /* TT_CAUSAL_*: 0 none, 1 top-left, 2 bottom-right (tt_sdpa_args) */
     int64_t seqlen_q; /* >= 1 */
     int64_t seqlen_k; /* >= 1 */
     /* GPU fingerprint (hex); "" = the daemon's own GPU. */
@@ -236,7 +236,11 @@ typedef struct tt_sdpa_args {
     int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3]; /* batch, head, row */
     int64_t lse_stride[2]; /* batch, head; {0, 0}: packed [batch, heads_q, seqlen_q] */
     int32_t dtype;         /* tt_dtype */
-    int32_t causal;        /* 1: query i sees keys j <= i (PyTorch's is_causal) */
+    int32_t causal;        /* 0: none; 1: query i sees keys j <= i (top-left,
+                              PyTorch's is_causal); 2: j <= i + seqlen_k -
+                              seqlen_q (bottom-right, flash-attn's): with
+                              seqlen_q > seqlen_k the first rows see no key
+                              and get O = 0, LSE = -inf */
     float scale;           /* softmax scale, > 0; 0: 1/sqrt(head_dim) */
     int32_t reserved0;
     /* The schedule: NULL = the tuned config for this key, asked from the

@@ -105,11 +105,9 @@ int tt_config_default(const tt_key *key, tt_config *out) {
     return tt_config_default_v2(&k, out);
 }
 
-int tt__config_default_arch(const tt_key *key, int32_t arch, tt_config *out) {
+int tt__config_default_sm90(const tt_key *key, tt_config *out) {
     if (!key || !out) return TT_ERR_INVAL;
-    if (!tt__head_dim_supported(key->head_dim)) return TT_ERR_UNSUPPORTED;
     tt_key_v2 k;
     tt__key_from_v1(key, &k);
-    if (arch == 90 && from_table(&sm90[tt__key_regime(&k)], &k, out) == 0) return 0;
-    return tt_config_default_v2(&k, out);
+    return from_table(&sm90[tt__key_regime(&k)], &k, out);
 }

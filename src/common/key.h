@@ -51,10 +51,11 @@ void tt__key_to_v1(const tt_key_v2 *key, tt_key *out);
 /* The answer for a key with nothing tuned: the built-in default config,
  * match default, the key's own seqlens, no tflops (daemon and client). */
 int tt__lookup_default(const tt_key_v2 *key, tt_lookup_result *out);
-/* The default for a device of compute capability `arch` (86 = sm_86): the
- * arch's own row where it has one (sm_90: family wgmma), else
- * tt_config_default's portable one. */
-int tt__config_default_arch(const tt_key *key, int32_t arch, tt_config *out);
+/* sm_90's own default rows (family wgmma) for the key's regime: 0, or
+ * TT_ERR_UNSUPPORTED for a key they do not cover. Family wgmma's
+ * descriptor names this table; the default a device runs is the kernels
+ * layer's tt__config_default_arch. */
+int tt__config_default_sm90(const tt_key *key, tt_config *out);
 /*
  * The floating-point work of one attention forward, 4 * batch * heads *
  * pairs * head_dim, pairs being the (query, key) pairs computed. Causal

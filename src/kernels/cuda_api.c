@@ -98,6 +98,7 @@ static void cuda_load_once(void) {
     LOAD(EventDestroy, "cuEventDestroy_v2");
     LOAD(EventRecord, "cuEventRecord");
     LOAD(EventSynchronize, "cuEventSynchronize");
+    LOAD(TensorMapEncodeTiled, "cuTensorMapEncodeTiled");
     LOAD(EventQuery, "cuEventQuery");
     LOAD(EventElapsedTime, "cuEventElapsedTime_v2");
 

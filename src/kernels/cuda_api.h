@@ -61,6 +61,11 @@ typedef struct tt__cuda {
     CUresult (*EventSynchronize)(CUevent);
     CUresult (*EventQuery)(CUevent);
     CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+    /* family ws: its Q/K/V/O tensor maps (CUDA 12.0+ drivers) */
+    CUresult (*TensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
+                                     CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                     CUtensorMapFloatOOBfill);
 } tt__cuda;
 
 typedef struct tt__nvrtc {

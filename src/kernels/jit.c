@@ -12,7 +12,7 @@
 #include "kernels/cuda_api.h"
 #include "common/hash.h"
 #include "common/key.h"
-#include "kernels/sdpa_params.h"
+#include "kernels/family.h"
 
 #ifndef TT_CUDA_INCLUDE_DIR
 #define TT_CUDA_INCLUDE_DIR "/usr/local/cuda/include"
@@ -25,6 +25,7 @@
 static const char *const base_flags[] = {"-std=c++17", "-Xptxas=-v"};
 #define N_BASE_FLAGS (sizeof base_flags / sizeof base_flags[0])
 #define MAX_FLAGS 48
+#define HDR_MAX 64
 
 /* The cache payload: the report as int32s, then the cubin. */
 #define REPORT_WORDS 8
@@ -43,12 +44,12 @@ static int check_variant(const tt__variant *v, char *err, size_t errlen) {
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)v->head_dim);
     if (!tt__dtype_name(v->dtype))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported dtype %d", (int)v->dtype);
-    if (v->causal != 0 && v->causal != 1)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "causal must be 0 or 1");
-    if (v->arch < 80 || v->arch > 199)
-        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "arch sm_%d: the mma family needs sm_80 or later", (int)v->arch);
-    if (v->config.family == TT_FAMILY_WGMMA && v->arch != 90)
-        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "arch sm_%d: the wgmma family runs on sm_90 only", (int)v->arch);
+    if (v->causal < 0 || v->causal > 2)
+        return tt__fail(TT_ERR_INVAL, err, errlen, "causal must be 0, 1 or 2");
+    const tt__family *f = tt__family_of(v->config.family);
+    if (!f) return tt__fail(TT_ERR_INVAL, err, errlen, "family %d has no kernel", (int)v->config.family);
+    int rc = tt__family_check_arch(f, v->arch, err, errlen);
+    if (rc < 0) return rc;
 #ifdef TT_FAULT_INJECTION
     if (v->fault < TT_FAULT_NONE || v->fault > TT_FAULT_HANG)
 #else
@@ -73,6 +74,8 @@ int tt__jit_macros(const tt__variant *v, char *buf, size_t len) {
     }
     APPEND(" -DTT_HEAD_DIM=%d -DTT_DTYPE=%d -DTT_CAUSAL=%d -DTT_FAULT_INJECT=%d", (int)v->head_dim,
            (int)v->dtype, (int)v->causal, (int)v->fault);
+    const tt__family *f = tt__family_of(v->config.family);
+    if (f) APPEND(" -DTT_MAINLOOP=\"%s\"", f->files[0].name);
 #undef APPEND
     if (used >= len) return TT_ERR_RANGE;
     return (int)used;
@@ -171,8 +174,9 @@ static int nvrtc_compile(const tt__nvrtc *nv, const tt__source *src, const tt__v
     char arch[32], inc[4200], line[1024];
     const char *flags[MAX_FLAGS];
     int n = 0;
-    /* wgmma.mma_async exists only on the arch-specific sm_90a target */
-    snprintf(arch, sizeof arch, "-arch=sm_%d%s", (int)v->arch, v->config.family == TT_FAMILY_WGMMA ? "a" : "");
+    /* e.g. wgmma.mma_async exists only on the arch-specific sm_90a target */
+    const tt__family *f = tt__family_of(v->config.family);
+    snprintf(arch, sizeof arch, "-arch=sm_%d%s", (int)v->arch, f ? f->arch_suffix : "");
     flags[n++] = arch;
     for (size_t i = 0; i < N_BASE_FLAGS; i++) flags[n++] = base_flags[i];
     char incdir[4096];
@@ -184,12 +188,18 @@ static int nvrtc_compile(const tt__nvrtc *nv, const tt__source *src, const tt__v
     n = split_flags(line, flags, n, MAX_FLAGS);
     if (n < 0) return tt__fail(TT_ERR_RANGE, err, errlen, "too many compile flags");
 
-    const char *hdr_src[1] = {tt__source_params_header()};
-    const char *hdr_name[1] = {"sdpa_params.h"};
+    const tt__source_header *hd;
+    size_t nh = tt__source_headers(&hd);
+    const char *hdr_src[HDR_MAX], *hdr_name[HDR_MAX];
+    if (nh > HDR_MAX) return tt__fail(TT_ERR_RANGE, err, errlen, "too many kernel headers");
+    for (size_t i = 0; i < nh; i++) {
+        hdr_src[i] = hd[i].text;
+        hdr_name[i] = hd[i].name;
+    }
     nvrtcProgram prog = NULL;
     char *log = NULL;
     int rc = 0;
-    nvrtcResult r = nv->CreateProgram(&prog, src->text, "sdpa.cu", 1, hdr_src, hdr_name);
+    nvrtcResult r = nv->CreateProgram(&prog, src->text, "sdpa.cu", (int)nh, hdr_src, hdr_name);
     if (r != NVRTC_SUCCESS)
         return tt__fail(TT_ERR_COMPILE, err, errlen, "nvrtcCreateProgram: %s", nv->GetErrorString(r));
     double t0 = now_ms();
@@ -262,7 +272,9 @@ int tt__jit_compile(const tt__jit_opts *opts, const tt__variant *v, tt__cubin **
     snprintf(ident, sizeof ident, "%s rev=%s nvrtc=%d.%d arch=sm_%d %s", JIT_FORMAT, src->rev,
              nv->major, nv->minor, (int)v->arch, macros);
     uint64_t h = tt__hash_update(TT_HASH_INIT, src->text, src->len);
-    h = tt__hash_str(h, tt__source_params_header());
+    const tt__source_header *hd;
+    size_t nh = tt__source_headers(&hd);
+    for (size_t i = 0; i < nh; i++) h = tt__hash_update(h, hd[i].text, hd[i].len);
     h = tt__hash_str(h, ident);
     char key[17];
     tt__hash_hex(h, key);
@@ -290,9 +302,8 @@ int tt__jit_compile(const tt__jit_opts *opts, const tt__variant *v, tt__cubin **
             free(c);
             return rc;
         }
-        c->report.dynamic_smem = TT_SDPA_SMEM_BYTES(v->config.family, v->config.block_m, v->config.block_n, v->head_dim,
-                                                    v->config.stages, v->config.layout);
-        c->report.threads = v->config.warps * 32;
+        c->report.dynamic_smem = (int32_t)tt__config_smem_bytes(&v->config, v->head_dim);
+        c->report.threads = tt__config_threads(&v->config);
         int32_t w[REPORT_WORDS];
         report_pack(&c->report, w);
         memcpy(payload, w, head);

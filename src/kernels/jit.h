@@ -5,8 +5,8 @@
  * A variant is a config plus the problem's compile-time facts (head_dim,
  * dtype, causal) and the target arch. Its knobs become -D macros by walking
  * the knob list (src/common/knobs.def), so a knob added there reaches the
- * kernel without touching this file. sdpa_params.h is handed to NVRTC as a
- * named header. The compile report (registers, spills, stack, static shared
+ * kernel without touching this file. The headers of the source
+ * (tt__source_headers) are handed to NVRTC as named headers. The compile report (registers, spills, stack, static shared
  * memory) comes from ptxas' verbose log (-Xptxas=-v), which NVRTC 13 returns
  * as the program log; it is stored with the cubin so a cache hit has it too.
  *
@@ -42,7 +42,7 @@ typedef struct tt__report {
     int32_t spill_loads;  /* bytes */
     int32_t stack_frame;  /* bytes per thread */
     int32_t static_smem;  /* bytes of __shared__ arrays */
-    int32_t dynamic_smem; /* bytes, TT_SDPA_SMEM_BYTES of the variant */
+    int32_t dynamic_smem; /* bytes, the family's smem_bytes of the variant */
     int32_t threads;      /* per CTA */
     int32_t from_cache;   /* 1: loaded from the disk cache */
     double compile_ms;    /* wall time of this compile; 0 from the cache */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/cuda_api.h"
+#include "kernels/family.h"
 #include "common/key.h"
 #include "kernels/source.h"
 
@@ -86,9 +87,8 @@ int tt__kernel_load(CUcontext ctx, const tt__cubin *cubin, const tt__variant *v,
     k->ctx = ctx;
     k->variant = *v;
     k->report = cubin->report;
-    k->smem = TT_SDPA_SMEM_BYTES(v->config.family, v->config.block_m, v->config.block_n, v->head_dim, v->config.stages,
-                                 v->config.layout);
-    k->threads = v->config.warps * 32;
+    k->smem = (int)tt__config_smem_bytes(&v->config, v->head_dim);
+    k->threads = tt__config_threads(&v->config);
     CUresult r;
     CUcontext popped;
     if ((r = cu->CtxPushCurrent(ctx))) {
@@ -280,7 +280,8 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
     if (a->heads_q % a->heads_kv != 0)
         FAIL(TT_ERR_INVAL, "heads_q %lld is not a multiple of heads_kv %lld", (long long)a->heads_q,
              (long long)a->heads_kv);
-    if (a->causal != 0 && a->causal != 1) FAIL(TT_ERR_INVAL, "causal is %d, must be 0 or 1", (int)a->causal);
+    if (a->causal < 0 || a->causal > 2)
+        FAIL(TT_ERR_INVAL, "causal is %d, must be 0 (none), 1 (top-left) or 2 (bottom-right)", (int)a->causal);
     /* the kernel takes the row max of raw scores and scales afterwards,
      * which is only right for a positive scale */
     if (!isfinite(a->scale) || a->scale < 0)
@@ -352,14 +353,24 @@ int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream str
     const tt__cuda *cu;
     int rc = tt__cuda_get(&cu, err, errlen);
     if (rc < 0) return rc;
+    const tt__family *f = tt__family_of(k->variant.config.family);
+    tt__launch_extra x;
+    x.n = 0;
     /* in int64: seqlen_q may be INT32_MAX, and the rounding sum must not wrap */
-    unsigned gx = (unsigned)(((int64_t)p->seqlen_q + k->variant.config.block_m - 1) / k->variant.config.block_m);
-    void *params[1] = {(void *)p};
+    x.grid[0] = (unsigned)(((int64_t)p->seqlen_q + k->variant.config.block_m - 1) / k->variant.config.block_m);
+    x.grid[1] = (unsigned)p->heads_q;
+    x.grid[2] = (unsigned)p->batch;
+    void *params[1 + TT__LAUNCH_EXTRA_MAX] = {(void *)p};
     CUresult r;
     CUcontext popped;
     if ((r = cu->CtxPushCurrent(k->ctx))) return tt__cuda_fail(cu, r, "cuCtxPushCurrent", err, errlen);
-    r = cu->LaunchKernel(k->fn, gx, (unsigned)p->heads_q, (unsigned)p->batch, (unsigned)k->threads, 1, 1,
-                         (unsigned)k->smem, stream, params, NULL);
+    if (f && f->launch_extra && (rc = f->launch_extra(&k->variant, p, &x, err, errlen)) < 0) {
+        cu->CtxPopCurrent(&popped);
+        return rc;
+    }
+    for (int i = 0; i < x.n && i < TT__LAUNCH_EXTRA_MAX; i++) params[1 + i] = x.params[i];
+    r = cu->LaunchKernel(k->fn, x.grid[0], x.grid[1], x.grid[2], (unsigned)k->threads, 1, 1, (unsigned)k->smem,
+                         stream, params, NULL);
     cu->CtxPopCurrent(&popped);
     if (r) return tt__cuda_fail(cu, r, "cuLaunchKernel", err, errlen);
     return 0;
@@ -411,60 +422,11 @@ static int device_of_pointer(const tt__cuda *cu, const char *name, const void *p
     return 0;
 }
 
-/* One client for the whole process: its cache makes a repeated lookup cost
- * no round trip. A client that cannot be opened means: built-in defaults. */
-static pthread_once_t client_once = PTHREAD_ONCE_INIT;
-static tt_client *process_client;
-
-static void client_open_once(void) {
-    if (tt_client_open(NULL, 50, &process_client) < 0) process_client = NULL;
-}
-
-static int device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,
-                          size_t errlen);
-
-static int choose_config(const tt_sdpa_args *a, const tt__device_limits *lim, tt_config *out,
-                         char *err, size_t errlen) {
-    char msg[200];
-    int rc;
-    if (a->config) {
-        if ((rc = tt__variant_check(a->config, (int32_t)a->head_dim, lim, msg, sizeof msg)) < 0)
-            return tt__fail(rc, err, errlen, "config invalid on this device (sm_%d): %s", (int)lim->arch, msg);
-        *out = *a->config;
-        return 0;
-    }
-    tt_key key;
-    memset(&key, 0, sizeof key);
-    key.dtype = (tt_dtype)a->dtype;
-    key.head_dim = (int32_t)a->head_dim;
-    key.causal = a->causal;
-    key.seqlen_q = a->seqlen_q;
-    key.seqlen_k = a->seqlen_k;
-    if ((rc = tt_kernel_revision(key.rev)) < 0) return tt__fail(rc, err, errlen, "kernel source unavailable");
-    pthread_once(&client_once, client_open_once);
-    tt_lookup_result res;
-    /* The daemon tunes on the same GPU model; a record from another model
-     * or an older schedule may not fit this device: then the default. */
-    /* A default answer (nothing tuned, or no daemon) is the portable one;
-     * this device's own default is at least as good. */
-    /* Tuned per GQA group: kernels that pack a group's rows differ by it. */
-    tt_key_v2 k2;
-    tt__key_from_v1(&key, &k2);
-    k2.group = a->heads_kv > 0 && a->heads_q / a->heads_kv <= TT_GROUP_MAX ? (int32_t)(a->heads_q / a->heads_kv) : 1;
-    if (process_client && key.seqlen_q <= TT_SEQLEN_MAX && key.seqlen_k <= TT_SEQLEN_MAX &&
-        tt_lookup_v2(process_client, &k2, &res) == 0 && res.match != TT_MATCH_DEFAULT &&
-        tt__variant_check(&res.config, key.head_dim, lim, NULL, 0) == 0) {
-        *out = res.config;
-        return 0;
-    }
-    return device_default(&key, lim, out, err, errlen);
-}
-
 /* The default this device runs: its arch's row, else the portable one; a
  * device with less shared memory than that needs (sm_86's 99 KB at
  * head_dim 256) gets the first schedule of the space that fits. */
-static int device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,
-                          size_t errlen) {
+int tt__sdpa_device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,
+                            size_t errlen) {
     tt_config c;
     int rc;
     if (tt__config_default_arch(key, lim->arch, &c) == 0 &&
@@ -486,9 +448,8 @@ static int device_default(const tt_key *key, const tt__device_limits *lim, tt_co
     return 0;
 }
 
-int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {
-    tt_sdpa_params p;
-    int rc = tt__sdpa_params_from_args(a, &p, err, errlen);
+int tt__sdpa_target_of(const tt_sdpa_args *a, tt__sdpa_target *t, char *err, size_t errlen) {
+    int rc = tt__sdpa_params_from_args(a, &t->params, err, errlen);
     if (rc < 0) return rc;
     const tt__cuda *cu;
     if ((rc = tt__cuda_get(&cu, err, errlen)) < 0) return rc;
@@ -505,22 +466,46 @@ int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {
             return tt__fail(TT_ERR_INVAL, err, errlen, "%s is on device %d, q on device %d", more[i].name,
                             other, ord);
     }
-    CUcontext ctx = NULL;
-    tt__device_limits lim;
-    if ((rc = context_for(cu, ord, &ctx, &lim, err, errlen)) < 0) return rc;
+    return context_for(cu, ord, &t->ctx, &t->limits, err, errlen);
+}
+
+int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_config *cfg, char *err,
+                    size_t errlen) {
+    char msg[200];
+    int rc;
+    tt_config fallback;
+    const tt__family *f = tt__family_of(cfg->family);
+    if (f && ((f->runs && !f->runs(&t->params)) || a->causal > f->causal_max)) {
+        /* e.g. strides the ws kernel's copy engine cannot take, or a mask
+         * its mainloop does not have: this device's default of another
+         * family serves the call rather than a refusal */
+        tt_key key;
+        memset(&key, 0, sizeof key);
+        key.dtype = (tt_dtype)a->dtype;
+        key.head_dim = (int32_t)a->head_dim;
+        key.causal = a->causal;
+        key.seqlen_q = a->seqlen_q;
+        key.seqlen_k = a->seqlen_k;
+        if (tt__sdpa_device_default(&key, &t->limits, &fallback, NULL, 0) < 0 || fallback.family == cfg->family)
+            if ((rc = tt_config_default(&key, &fallback)) < 0)
+                return tt__fail(rc, err, errlen, "no schedule of another family for these strides");
+        cfg = &fallback;
+    }
+    if ((rc = tt__variant_check(cfg, (int32_t)a->head_dim, &t->limits, msg, sizeof msg)) < 0)
+        return tt__fail(rc, err, errlen, "config invalid on this device (sm_%d): %s", (int)t->limits.arch, msg);
     tt__variant v;
     memset(&v, 0, sizeof v);
-    if ((rc = choose_config(a, &lim, &v.config, err, errlen)) < 0) return rc;
+    v.config = *cfg;
     v.head_dim = (int32_t)a->head_dim;
     v.dtype = (tt_dtype)a->dtype;
     v.causal = a->causal;
-    v.arch = lim.arch;
+    v.arch = t->limits.arch;
     const tt__kernel *k;
-    if ((rc = tt__kernel_get(ctx, NULL, &v, &k, err, errlen)) < 0) return rc;
-    if ((long)k->report.static_smem + k->smem > lim.smem_optin)
+    if ((rc = tt__kernel_get(t->ctx, NULL, &v, &k, err, errlen)) < 0) return rc;
+    if ((long)k->report.static_smem + k->smem > t->limits.smem_optin)
         return tt__fail(TT_ERR_RANGE, err, errlen, "variant needs %ld bytes of shared memory, the device allows %d",
-                        (long)k->report.static_smem + k->smem, (int)lim.smem_optin);
-    return tt__kernel_launch(k, &p, (CUstream)a->stream, err, errlen);
+                        (long)k->report.static_smem + k->smem, (int)t->limits.smem_optin);
+    return tt__kernel_launch(k, &t->params, (CUstream)a->stream, err, errlen);
 }
 
 /* The limits of CUDA device `device` (its primary context made ready). */
@@ -556,5 +541,5 @@ int tt_sdpa_default_config(const tt_key *key, int device, tt_config *out, char *
     tt__device_limits lim;
     int rc = limits_of(device, &lim, err, errlen);
     if (rc < 0) return rc;
-    return device_default(key, &lim, out, err, errlen);
+    return tt__sdpa_device_default(key, &lim, out, err, errlen);
 }

@@ -1,6 +1,8 @@
 /*
  * Loading and launching compiled variants; the internal API of tt_sdpa_fwd
- * and of the tuner's measurement worker (issue 4).
+ * (src/client/sdpa.c, which chooses the config) and of the tuner's
+ * measurement worker. The kernels layer asks no daemon: every launch here
+ * takes its config explicitly.
  *
  * A worker's loop, per key:
  *   tt__device_open(ordinal, &dev)                     once per process
@@ -79,5 +81,33 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
  * for: the caller made both from the same arguments. */
 int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream stream, char *err,
                       size_t errlen);
+
+/* What one tt_sdpa_fwd call runs on: its checked parameters, the context
+ * of the device that holds its tensors and that device's limits. */
+typedef struct tt__sdpa_target {
+    tt_sdpa_params params;
+    CUcontext ctx;
+    tt__device_limits limits;
+} tt__sdpa_target;
+
+/* Checks `a` (tt__sdpa_params_from_args), finds the one device all its
+ * tensors are on and the context to launch in there. */
+int tt__sdpa_target_of(const tt_sdpa_args *a, tt__sdpa_target *t, char *err, size_t errlen);
+
+/* Runs `a` with `cfg` (a->config is not read) on `t` from
+ * tt__sdpa_target_of(a): a config whose family cannot run these params
+ * (tt__family.runs: the ws kernel's copy engine and some strides) becomes
+ * the device's default of another family; the config is checked against
+ * the device, the
+ * variant compiled or taken from the module cache, and launched on
+ * a->stream. */
+int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_config *cfg, char *err,
+                    size_t errlen);
+
+/* The config a device runs for `key` when nothing tuned applies: its arch's
+ * built-in default, else the portable one, else (too little shared memory
+ * for either) the first schedule of the space that fits. */
+int tt__sdpa_device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,
+                            size_t errlen);
 
 #endif

@@ -6,13 +6,15 @@
  * A variant is compiled with -D macros: the knobs of src/common/knobs.def
  * (TT_FAMILY, TT_BLOCK_M, TT_BLOCK_N, TT_WARPS, TT_STAGES, TT_LAYOUT,
  * TT_Q_IN_REGS) plus the problem's compile-time facts TT_HEAD_DIM,
- * TT_DTYPE (0 fp16, 1 bf16) and TT_CAUSAL (0/1).
- *
- * Family 1 (wgmma) is compiled for sm_90a.
+ * TT_DTYPE (0 fp16, 1 bf16) and TT_CAUSAL, and TT_MAINLOOP, the family's
+ * device file. The target arch, threads per CTA and dynamic shared memory
+ * of a variant are its family descriptor's (src/kernels/family.h).
  *
  * Entry: extern "C" __global__ void tt_sdpa_fwd_kernel(tt_sdpa_params p);
- * Grid: (ceil(seqlen_q / TT_BLOCK_M), heads_q, batch); block: TT_WARPS * 32
- * threads; dynamic shared memory: TT_SDPA_SMEM_BYTES(...) below.
+ * Grid: (ceil(seqlen_q / TT_BLOCK_M), heads_q, batch). A family may add
+ * parameters after the struct and change the grid (its descriptor's
+ * launch_extra: family ws takes four CUtensorMaps and, persistent, one CTA
+ * an SM).
  *
  * Semantics: torch.nn.functional.scaled_dot_product_attention. Causal is
  * PyTorch's alignment (top-left: query i sees keys j <= i). GQA: query head
@@ -44,16 +46,5 @@ typedef struct tt_sdpa_params {
                          kernel takes row maxima of the unscaled scores */
     float scale_log2; /* scale * log2(e): the kernel works in exp2 */
 } tt_sdpa_params;
-
-/* Elements per shared-memory row: padded rows add 8 elements (16 bytes) so
- * ldmatrix rows fall in different banks; swizzled rows need no padding. */
-#define TT_SDPA_SMEM_ROW(head_dim, layout) ((head_dim) + ((layout) == 0 ? 8 : 0))
-
-/* Dynamic shared memory of a variant, in bytes: the Q tile plus `stages`
- * K tiles and `stages` V tiles of 2-byte elements; family 1 (wgmma) adds
- * 1 KB so the kernel can align its tiles to the 1024-byte swizzle atom. */
-#define TT_SDPA_SMEM_BYTES(family, block_m, block_n, head_dim, stages, layout) \
-    (2 * TT_SDPA_SMEM_ROW(head_dim, layout) * ((block_m) + 2 * (stages) * (block_n)) + \
-     ((family) == 1 ? 1024 : 0))
 
 #endif

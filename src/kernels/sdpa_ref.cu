@@ -56,8 +56,11 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
             qr[t] = d < TT_HEAD_DIM ? ref_load(q + i * p.q_row_stride + d) : 0.f;
             acc[t] = 0.f;
         }
-        // PyTorch's is_causal: query i sees keys j <= i (top-left aligned).
-        const int nk = TT_CAUSAL ? min(p.seqlen_k, i + 1) : p.seqlen_k;
+        // Causal 1, PyTorch's is_causal: query i sees keys j <= i (top-left
+        // aligned); 2, flash-attn's bottom-right: j <= i + seqlen_k - seqlen_q
+        // (no key at all for the first seqlen_q - seqlen_k rows).
+        const int last = TT_CAUSAL == 2 ? i + (p.seqlen_k - p.seqlen_q) : i;
+        const int nk = TT_CAUSAL ? max(0, min(p.seqlen_k, last + 1)) : p.seqlen_k;
         float m = -REF_INF, l = 0.f;
         for (int j = 0; j < nk; j++) {
             float s = 0.f;
@@ -81,6 +84,6 @@ tt_sdpa_fwd_kernel(tt_sdpa_params p) {
             if (d < TT_HEAD_DIM) o[i * p.o_row_stride + d] = ref_store(nk > 0 ? acc[t] / l : 0.f);
         }
         if (p.lse && lane == 0)
-            p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + i] = nk > 0 ? m + logf(l) : REF_INF;
+            p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + i] = nk > 0 ? m + logf(l) : -REF_INF;
     }
 }

@@ -1,12 +1,14 @@
 /*
  * The kernel source in use and its revision.
  *
- * The SDPA source (sdpa.cu, both families) and its contract header (sdpa_params.h) are
- * embedded in libtiletune at build time. $TILETUNE_KERNEL_SOURCE names an
- * edited copy of the .cu file instead, so a user can change the schedule
- * and re-tune without rebuilding. The revision is the FNV-1a hash of the
- * .cu text and the header: the daemon and the store key records by it, and
- * the cubin cache keys entries by it.
+ * The SDPA source is embedded in libtiletune at build time: the root
+ * sdpa.cu and the named headers NVRTC gets with it (tt__source_headers:
+ * the contract sdpa_params.h, the shared skeleton.cuh and every family's
+ * device files). $TILETUNE_KERNEL_SOURCE names an edited copy of the .cu
+ * file instead, so a user can change the schedule and re-tune without
+ * rebuilding. The revision is the FNV-1a hash of the .cu text and of every
+ * header in tt__source_headers' order: the daemon and the store key records
+ * by it, and the cubin cache keys entries by it.
  */
 #ifndef TT_KERNELS_SOURCE_H
 #define TT_KERNELS_SOURCE_H
@@ -44,7 +46,13 @@ void tt__source_free(tt__source *s);
 int tt__source_reference(const tt__source **out, char *err, size_t errlen);
 void tt__reference_config(tt_config *out);
 
-/* The contract header given to NVRTC as "sdpa_params.h". */
-const char *tt__source_params_header(void);
+/* The named headers of every kernel program, in the revision's order:
+ * sdpa_params.h, skeleton.cuh, then each family's files (table order). */
+typedef struct tt__source_header {
+    const char *name;
+    const char *text;
+    size_t len;
+} tt__source_header;
+size_t tt__source_headers(const tt__source_header **out);
 
 #endif

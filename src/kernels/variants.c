@@ -9,46 +9,7 @@
 #include "common/config.h"
 #include "kernels/cuda_api.h"
 #include "common/key.h"
-#include "kernels/sdpa_params.h"
-
-/*
- * THE tables of the space: docs/kernels.md ("The tuned space") and the H200
- * measurements behind them (docs/perf.md).
- *
- * Family mma (sm_80+). Why each knob is here:
- *   block_m x warps  (64, 4), (128, 4), (128, 8): one or two m16 tiles per
- *             warp. 128 rows is FA2's choice almost everywhere; 64 helps
- *             short and causal inputs (more CTAs, less diagonal waste).
- *   block_n   32/64/128 keys per tile: bigger tiles amortize the softmax
- *             rescale, smaller ones cut smem (d256) and registers.
- *   stages    1 (FA2's one K + one V buffer) or 2 (a full double buffer).
- * Fixed by measurement, still legal for an explicit config: layout swizzle
- * (padded rows 0.90-0.99x), Q from shared memory (Q in registers
- * 0.87-0.98x), no 3rd stage (0.84-0.96x), no 256-row CTAs, no block_n
- * 48/80/96 (never best). Each value doubles or halves the CI compile-all
- * test (~0.4 s a variant, x 5 head dims x 2 dtypes x 2 causal x 2 archs).
- *
- * Family wgmma (sm_90 only; head_dim 64, 128, 256). block_m is 64 rows a
- * warpgroup, so warps alone sets it:
- *   warps     4, 8, 12: one to three warpgroups. More warpgroups share each
- *             K/V tile (less load traffic a FLOP) and overlap one group's
- *             softmax with another's MMAs; fewer fit more CTAs on an SM.
- *   block_n   64/128/192: the N of S = Q K^T. Bigger amortizes the softmax
- *             bookkeeping and the per-tile barrier; register-bound at d256.
- *   stages    2: cp.async keeps one tile in flight under the MMAs
- *             (FlashAttention-3 uses 2 as well).
- * layout is the 128-byte swizzle (wgmma's), Q is read from shared memory.
- */
-static const int32_t space_block_m[] = {64, 128};
-static const int32_t space_block_n[] = {32, 64, 128};
-static const int32_t space_warps[] = {4, 8};
-static const int32_t space_stages[] = {1, 2};
-static const int32_t space_layout[] = {TT_LAYOUT_SWIZZLE};
-static const int32_t space_q_in_regs[] = {0};
-static const int32_t wg_space_warps[] = {4, 8, 12};
-static const int32_t wg_space_block_n[] = {64, 128, 192};
-static const int32_t wg_space_stages[] = {2};
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+#include "kernels/family.h"
 
 int tt__device_limits_nominal(int32_t arch, tt__device_limits *out) {
     if (!out) return TT_ERR_INVAL;
@@ -65,62 +26,6 @@ int tt__device_limits_nominal(int32_t arch, tt__device_limits *out) {
     return 0;
 }
 
-/* sdpa.cu's #errors for family wgmma, mirrored. The accumulators a thread
- * holds (S: block_n / 2, O: head_dim / 2, P as 16-bit pairs: block_n / 4)
- * bound the register file: 255 a thread with up to 8 warps, 168 with 12
- * (one CTA of 384 threads in 64K registers); beyond that ptxas spills or
- * gives up, so such shapes are illegal rather than compiled to be pruned. */
-static int wgmma_check(const tt_config *c, int32_t head_dim, const tt__device_limits *dev, char *err,
-                       size_t errlen) {
-    if (head_dim % 64 != 0)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "head_dim %d: the wgmma kernel takes 64, 128 or 256", (int)head_dim);
-    if (c->warps != 4 && c->warps != 8 && c->warps != 12)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "warps=%d: the wgmma kernel takes 4, 8 or 12 (warpgroups of 4)",
-                        (int)c->warps);
-    if (c->block_m != 16 * c->warps)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "block_m=%d with %d warps: the wgmma kernel needs 64 rows a warpgroup (%d)",
-                        (int)c->block_m, (int)c->warps, (int)(16 * c->warps));
-    if (c->block_n % 64 != 0 || c->block_n > 256)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "block_n=%d: the wgmma kernel takes 64, 128, 192 or 256", (int)c->block_n);
-    if (c->stages < 2)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "stages=%d: the wgmma kernel needs 2 or more", (int)c->stages);
-    if (c->layout != TT_LAYOUT_SWIZZLE || c->q_in_regs != 0)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "the wgmma kernel takes layout=swizzle and q_in_regs=0");
-    int acc = c->block_n / 2 + head_dim / 2 + c->block_n / 4;
-    if (acc > (c->warps == 12 ? 168 : 232))
-        return tt__fail(TT_ERR_INVAL, err, errlen,
-                        "block_n=%d warps=%d at head_dim %d: %d accumulator registers a thread do not fit",
-                        (int)c->block_n, (int)c->warps, (int)head_dim, acc);
-    if (dev && dev->arch != 90)
-        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "sm_%d: the wgmma kernel runs on sm_90 only", (int)dev->arch);
-    return 0;
-}
-
-/* sdpa.cu's #errors and static_assert for family mma, mirrored: each warp
- * owns 16 or 32 query rows (one or two m16 tiles); key tiles are whole k16
- * steps of P.V; the S and O accumulators (and Q fragments) fit 256
- * registers. */
-static int mma_check(const tt_config *c, int32_t head_dim, const tt__device_limits *dev, char *err,
-                     size_t errlen) {
-    if (c->warps < 1 || c->warps > 16)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "warps=%d: the mma kernel takes 1..16", (int)c->warps);
-    int mt = c->block_m / (16 * c->warps);
-    if (c->block_m % (16 * c->warps) != 0 || (mt != 1 && mt != 2))
-        return tt__fail(TT_ERR_INVAL, err, errlen,
-                        "block_m=%d with %d warps: must be 16 or 32 rows per warp", (int)c->block_m,
-                        (int)c->warps);
-    if (c->block_n % 16 != 0 || c->block_n < 16 || c->block_n > 256)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "block_n=%d is not a multiple of 16 in 16..256", (int)c->block_n);
-    if (mt * (c->block_n + head_dim) / 2 + (c->q_in_regs ? mt * head_dim / 4 : 0) > 256)
-        return tt__fail(TT_ERR_INVAL, err, errlen,
-                        "block_m=%d block_n=%d warps=%d%s at head_dim %d: the accumulators alone exceed 255 registers",
-                        (int)c->block_m, (int)c->block_n, (int)c->warps, c->q_in_regs ? " q_in_regs" : "",
-                        (int)head_dim);
-    if (dev && dev->arch < 80)
-        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "sm_%d: the mma kernel needs sm_80 or later", (int)dev->arch);
-    return 0;
-}
-
 int tt__variant_check(const tt_config *c, int32_t head_dim, const tt__device_limits *dev,
                       char *err, size_t errlen) {
     char msg[160];
@@ -128,22 +33,40 @@ int tt__variant_check(const tt_config *c, int32_t head_dim, const tt__device_lim
         return tt__fail(TT_ERR_INVAL, err, errlen, "config: %s", msg);
     if (!tt__head_dim_supported(head_dim))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)head_dim);
-    int rc = c->family == TT_FAMILY_WGMMA ? wgmma_check(c, head_dim, dev, err, errlen)
-                                          : mma_check(c, head_dim, dev, err, errlen);
-    if (rc < 0 || !dev) return rc;
-    long smem = TT_SDPA_SMEM_BYTES((long)c->family, (long)c->block_m, (long)c->block_n, (long)head_dim,
-                                   (long)c->stages, c->layout);
+    const tt__family *f = tt__family_of(c->family);
+    if (!f) return tt__fail(TT_ERR_INVAL, err, errlen, "family %d has no kernel", (int)c->family);
+    int rc = f->check(c, head_dim, err, errlen);
+    if (rc < 0) return rc;
+    /* A knob the family does not read has one value: two configs that
+     * differ only there would be one kernel compiled and timed twice. */
+    for (int i = 0; i < tt__knob_count(); i++) {
+        const tt__knob *k = tt__knob_at(i);
+        if (i == TT__KNOB_family || (f->reads & (1u << i))) continue;
+        if (tt__knob_get(k, c) != tt__knob_get(k, &f->pinned))
+            return tt__fail(TT_ERR_INVAL, err, errlen, "%s=%d: the %s kernel does not read it, it takes %d",
+                            k->name, (int)tt__knob_get(k, c), f->name, (int)tt__knob_get(k, &f->pinned));
+    }
+    int32_t regs = f->registers(c, head_dim), budget = f->register_budget(c);
+    if (regs > budget)
+        return tt__fail(TT_ERR_INVAL, err, errlen,
+                        "block_m=%d block_n=%d warps=%d%s at head_dim %d: %d accumulator registers a thread "
+                        "exceed 255 registers with the rest (the %s kernel's budget: %d)",
+                        (int)c->block_m, (int)c->block_n, (int)c->warps, c->q_in_regs ? " q_in_regs" : "",
+                        (int)head_dim, (int)regs, f->name, (int)budget);
+    if (!dev) return 0;
+    if ((rc = tt__family_check_arch(f, dev->arch, err, errlen)) < 0) return rc;
+    int64_t smem = f->smem_bytes(c, head_dim);
     if (smem > dev->smem_optin)
         return tt__fail(TT_ERR_RANGE, err, errlen,
-                        "needs %ld bytes of shared memory, the device allows %d per block", smem,
+                        "needs %lld bytes of shared memory, the device allows %d per block", (long long)smem,
                         (int)dev->smem_optin);
     return 0;
 }
 
 /* More stages than K/V tiles buy nothing: prune them for short keys (not
- * the wgmma kernel's minimum of 2, which is no choice). */
-static int useful_for_seqlen(const tt_config *c, const tt_key *key) {
-    if (key->seqlen_k <= 0 || c->stages <= (c->family == TT_FAMILY_WGMMA ? 2 : 1)) return 1;
+ * a family's minimum, which is no choice). */
+static int useful_for_seqlen(const tt__family *f, const tt_config *c, const tt_key *key) {
+    if (key->seqlen_k <= 0 || c->stages <= f->stages_min) return 1;
     /* rounded up without the sum that overflows for the largest seqlen_k */
     int64_t tiles = key->seqlen_k / c->block_n + (key->seqlen_k % c->block_n != 0);
     return tiles >= c->stages;
@@ -206,6 +129,49 @@ void tt__parallel_for(size_t n, int threads, void (*fn)(size_t i, void *ctx), vo
     for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
 }
 
+_Static_assert(sizeof(tt__family_space) == TT__KNOB_COUNT * sizeof(tt__knob_values),
+              "tt__family_space is one tt__knob_values a knob, in knobs.def order");
+
+/* The values a family's space gives knob i: its list for a knob it reads,
+ * else the pinned value alone. */
+static const int32_t *knob_values(const tt__family *f, int i, int32_t *n, int32_t *one) {
+    if (i == TT__KNOB_family) {
+        *one = f->id;
+        *n = 1;
+        return one;
+    }
+    const tt__knob_values *l = (const tt__knob_values *)((const char *)&f->space + (size_t)i * sizeof *l);
+    if ((f->reads & (1u << i)) && l->n > 0) {
+        *n = l->n;
+        return l->v;
+    }
+    *one = tt__knob_get(tt__knob_at(i), &f->pinned);
+    *n = 1;
+    return one;
+}
+
+static size_t family_space_size(const tt__family *f) {
+    size_t n = 1;
+    for (int i = 0; i < TT__KNOB_COUNT; i++) {
+        int32_t ni, one;
+        knob_values(f, i, &ni, &one);
+        n *= (size_t)ni;
+    }
+    return n;
+}
+
+/* The index-th config of the product, knobs.def order, the last knob
+ * fastest. */
+static void family_space_at(const tt__family *f, size_t index, tt_config *c) {
+    memset(c, 0, sizeof *c);
+    for (int i = TT__KNOB_COUNT - 1; i >= 0; i--) {
+        int32_t ni, one;
+        const int32_t *v = knob_values(f, i, &ni, &one);
+        tt__knob_set(tt__knob_at(i), c, v[index % (size_t)ni]);
+        index /= (size_t)ni;
+    }
+}
+
 int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigned flags,
                         const tt__jit_opts *jo, int threads, tt__space_entry **out, size_t *n,
                         char *err, size_t errlen) {
@@ -214,56 +180,30 @@ int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigne
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)key->head_dim);
     if (!tt__dtype_name(key->dtype))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported dtype %d", (int)key->dtype);
-    enum {
-        N_MMA = COUNT(space_block_m) * COUNT(space_block_n) * COUNT(space_warps) * COUNT(space_stages) *
-                COUNT(space_layout) * COUNT(space_q_in_regs),
-        N_WGMMA = COUNT(wg_space_warps) * COUNT(wg_space_block_n) * COUNT(wg_space_stages),
-    };
-    tt_config cand[N_MMA + N_WGMMA];
-    tt__space_entry *e = calloc(N_MMA + N_WGMMA, sizeof *e);
+    if (key->causal < 0 || key->causal > 2)
+        return tt__fail(TT_ERR_INVAL, err, errlen, "causal %d: 0 (none), 1 (top-left) or 2 (bottom-right)",
+                        (int)key->causal);
+    size_t cap = 0;
+    for (size_t fi = 0; fi < tt__family_count; fi++) cap += family_space_size(tt__families[fi]);
+    tt__space_entry *e = calloc(cap ? cap : 1, sizeof *e);
     if (!e) return tt__fail(TT_ERR_NOMEM, err, errlen, "out of memory");
     size_t k = 0;
-    size_t nc = 0;
-    for (size_t a = 0; a < COUNT(space_block_m); a++)
-    for (size_t b = 0; b < COUNT(space_block_n); b++)
-    for (size_t w = 0; w < COUNT(space_warps); w++)
-    for (size_t s = 0; s < COUNT(space_stages); s++)
-    for (size_t l = 0; l < COUNT(space_layout); l++)
-    for (size_t q = 0; q < COUNT(space_q_in_regs); q++) {
-        tt_config *c = &cand[nc++];
-        memset(c, 0, sizeof *c);
-        c->family = TT_FAMILY_MMA;
-        c->block_m = space_block_m[a];
-        c->block_n = space_block_n[b];
-        c->warps = space_warps[w];
-        c->stages = space_stages[s];
-        c->layout = space_layout[l];
-        c->q_in_regs = space_q_in_regs[q];
-    }
-    for (size_t w = 0; w < COUNT(wg_space_warps); w++)
-    for (size_t b = 0; b < COUNT(wg_space_block_n); b++)
-    for (size_t s = 0; s < COUNT(wg_space_stages); s++) {
-        tt_config *c = &cand[nc++];
-        memset(c, 0, sizeof *c);
-        c->family = TT_FAMILY_WGMMA;
-        c->block_m = 16 * wg_space_warps[w];
-        c->block_n = wg_space_block_n[b];
-        c->warps = wg_space_warps[w];
-        c->stages = wg_space_stages[s];
-        c->layout = TT_LAYOUT_SWIZZLE;
-        c->q_in_regs = 0;
-    }
-    for (size_t i = 0; i < nc; i++) {
-        const tt_config c = cand[i];
-        if (tt__variant_check(&c, key->head_dim, dev, NULL, 0) < 0) continue;
-        if (!useful_for_seqlen(&c, key)) continue;
-        tt__space_entry *x = &e[k++];
-        x->variant.config = c;
-        x->variant.head_dim = key->head_dim;
-        x->variant.dtype = key->dtype;
-        x->variant.causal = key->causal ? 1 : 0;
-        x->variant.arch = dev->arch;
-        x->status = TT_VARIANT_UNCHECKED;
+    for (size_t fi = 0; fi < tt__family_count; fi++) {
+        const tt__family *f = tt__families[fi];
+        size_t count = key->causal > f->causal_max ? 0 : family_space_size(f);
+        for (size_t i = 0; i < count; i++) {
+            tt_config c;
+            family_space_at(f, i, &c);
+            if (tt__variant_check(&c, key->head_dim, dev, NULL, 0) < 0) continue;
+            if (!useful_for_seqlen(f, &c, key)) continue;
+            tt__space_entry *x = &e[k++];
+            x->variant.config = c;
+            x->variant.head_dim = key->head_dim;
+            x->variant.dtype = key->dtype;
+            x->variant.causal = key->causal;
+            x->variant.arch = dev->arch;
+            x->status = TT_VARIANT_UNCHECKED;
+        }
     }
     if (flags & TT_SPACE_COMPILE) {
         struct compile_job job = {e, jo, dev};

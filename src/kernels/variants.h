@@ -1,14 +1,15 @@
 /*
- * The variant space of the `mma` family: one table of knob values (in
- * variants.c) and one function that enumerates the variants valid for a
- * key on a device.
+ * The variant space: every family's space (its descriptor in
+ * kernels/family.h) enumerated for a key on a device, and the one check of
+ * a config.
  *
- * Valid means: a block shape the kernel source accepts for the head dim
- * (the same rules as the source's static_asserts, so an illegal shape is
- * pruned here rather than discovered by a compile error), dynamic plus
- * static shared memory within the device's opt-in limit, and, once
- * compiled, no register spills in ptxas' report. docs/kernels.md explains
- * the table and its size per head dim.
+ * Valid means: a block shape the family's device code accepts for the head
+ * dim (its descriptor's rules, so an illegal shape is pruned here rather
+ * than discovered by a compile error), the knobs it does not read at their
+ * pinned values, its fragment registers within budget, an arch it runs on,
+ * dynamic plus static shared memory within the device's opt-in limit, and,
+ * once compiled, no register spills in ptxas' report. docs/kernels.md
+ * explains the spaces and their size per head dim.
  */
 #ifndef TT_KERNELS_VARIANTS_H
 #define TT_KERNELS_VARIANTS_H

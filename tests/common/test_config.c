@@ -249,7 +249,7 @@ TEST(defaults_route_through_the_regime) {
     tt__key_to_v1(&k, &k1);
     ASSERT_OK(tt_config_default(&k1, &dec));
     ASSERT(tt_config_equal(&dec, &br));
-    ASSERT_OK(tt__config_default_arch(&k1, 90, &dec));
+    ASSERT_OK(tt__config_default_sm90(&k1, &dec));
     ASSERT_EQ(dec.family, TT_FAMILY_WGMMA);
 }
 

@@ -600,7 +600,7 @@ TEST(a_config_is_checked_on_the_arch_of_the_gpu_its_record_names) {
     tt_fleet_rec a = fu_rec(0, 4096, 64, fu_ms(4096, 200), "n"), b;
     tt_key k;
     tt__key_to_v1(&a.rec.key, &k);
-    ASSERT_OK(tt__config_default_arch(&k, 90, &a.rec.config));
+    ASSERT_OK(tt__config_default_sm90(&k, &a.rec.config));
     ASSERT_EQ(a.rec.config.family, TT_FAMILY_WGMMA);
     ASSERT_OK(reparse(&a, &b, err, sizeof err)); /* wgmma on sm_90 */
     /* a wgmma record on an A100's fingerprint */

@@ -1,7 +1,9 @@
 /*
  * tt_sdpa_fwd on a GPU against a float64 reference computed on the CPU:
- * every head_dim x dtype x causal x seqlen in {1, 17, 128, 1000, 4096}, plus
- * seqlen_q != seqlen_k, GQA and the [B, L, H, D] layout; every variant of
+ * every head_dim x dtype x causal (top-left) x seqlen in {1, 17, 128, 1000,
+ * 4096}, plus seqlen_q != seqlen_k (causal none, top-left, bottom-right:
+ * rows that see no key must be O = 0, LSE = -inf), GQA and the
+ * [B, L, H, D] layout; every variant of
  * the space on a few shapes; the reference kernel (sdpa_ref.cu) itself.
  * O and LSE are poisoned (NaN) before each launch, so an element the kernel
  * does not write fails. Rows are independent, so for long inputs the CPU
@@ -108,9 +110,19 @@ static float gauss(void) { return (float)(sqrt(-2.0 * log(uniform())) * cos(6.28
 typedef struct problem {
     int B, Hq, Hkv, Lq, Lk, D;
     tt_dtype dt;
-    int causal;
-    int blhd; /* 1: tensors stored [B, L, H, D] */
+    int causal; /* 0 none, 1 top-left, 2 bottom-right */
+    int blhd;   /* 1: tensors stored [B, L, H, D] */
+    int zero_batch_stride; /* 1 (B = 1 only): batch strides 0, as an expanded tensor has */
 } problem;
+
+/* Keys query row i sees: all, j <= i (top-left) or j <= i + Lk - Lq
+ * (bottom-right), at most Lk and at least none. */
+static int visible_keys(const problem *p, int i) {
+    if (!p->causal) return p->Lk;
+    long long last = p->causal == 2 ? (long long)i + p->Lk - p->Lq : i;
+    if (last < 0) return 0;
+    return last + 1 < p->Lk ? (int)(last + 1) : p->Lk;
+}
 
 typedef struct buffers {
     uint16_t *hq, *hk, *hv, *ho;
@@ -157,6 +169,7 @@ static void setup(const problem *p, buffers *b) {
     ASSERT_OK(cu->MemcpyHtoD(b->v, b->hv, b->nk * 2));
     strides(p, p->Hq, p->Lq, b->qs);
     strides(p, p->Hkv, p->Lk, b->ks);
+    if (p->zero_batch_stride) b->qs[0] = b->ks[0] = 0;
 }
 
 static void teardown(buffers *b) {
@@ -216,8 +229,12 @@ static void check(const problem *p, const buffers *b, double *rel, double *lse_e
         float f = to_f(b->ho[i], p->dt);
         if (!isfinite(f)) TT_FAIL_AT("%s: O element %zu is %f (not written?)", what, i, (double)f);
     }
-    for (size_t i = 0; i < (size_t)p->B * p->Hq * p->Lq; i++)
-        if (!isfinite(b->hlse[i])) TT_FAIL_AT("%s: LSE %zu is %f", what, i, (double)b->hlse[i]);
+    /* LSE finite, -inf exactly where the row sees no key */
+    for (size_t i = 0; i < (size_t)p->B * p->Hq * p->Lq; i++) {
+        int empty = visible_keys(p, (int)(i % (size_t)p->Lq)) == 0;
+        if (empty ? b->hlse[i] != -INFINITY : !isfinite(b->hlse[i]))
+            TT_FAIL_AT("%s: LSE %zu is %f (row %s)", what, i, (double)b->hlse[i], empty ? "sees no key" : "sees keys");
+    }
     double *s = malloc((size_t)p->Lk * sizeof *s), *acc = malloc((size_t)p->D * sizeof *acc);
     int all_rows = p->Lq <= 256;
     for (int bb = 0; bb < p->B; bb++)
@@ -228,7 +245,7 @@ static void check(const problem *p, const buffers *b, double *rel, double *lse_e
                                    uniform() < 0.01))
                     continue;
                 const uint16_t *qr = b->hq + bb * b->qs[0] + h * b->qs[1] + (int64_t)i * b->qs[2];
-                int nk = p->causal ? (i + 1 < p->Lk ? i + 1 : p->Lk) : p->Lk;
+                int nk = visible_keys(p, i);
                 double mx = -INFINITY;
                 for (int j = 0; j < nk; j++) {
                     const uint16_t *kr = b->hk + bb * b->ks[0] + hk * b->ks[1] + (int64_t)j * b->ks[2];
@@ -246,6 +263,11 @@ static void check(const problem *p, const buffers *b, double *rel, double *lse_e
                     for (int e = 0; e < p->D; e++) acc[e] += w * to_f(vr[e], p->dt);
                 }
                 const uint16_t *orow = b->ho + bb * b->qs[0] + h * b->qs[1] + (int64_t)i * b->qs[2];
+                if (nk == 0) { /* O = 0 exactly, LSE checked above */
+                    for (int e = 0; e < p->D; e++)
+                        if (to_f(orow[e], p->dt) != 0.f) TT_FAIL_AT("%s: row %d sees no key, O != 0", what, i);
+                    continue;
+                }
                 for (int e = 0; e < p->D; e++) {
                     double ref = acc[e] / l, got = to_f(orow[e], p->dt);
                     num += (got - ref) * (got - ref);
@@ -312,7 +334,7 @@ TEST(every_head_dim_dtype_causal_seqlen) {
         for (int dt = 0; dt < 2; dt++)
             for (int c = 0; c < 2; c++)
                 for (int li = 0; li < 5; li++) {
-                    problem p = {1, 2, 2, L[li], L[li], HDS[hi], (tt_dtype)dt, c, 0};
+                    problem p = {1, 2, 2, L[li], L[li], HDS[hi], (tt_dtype)dt, c, 0, 0};
                     expect_correct(&p, NULL, NULL, "default config");
                 }
 }
@@ -321,22 +343,36 @@ TEST(seqlen_q_differs_from_seqlen_k) {
     need_gpu();
     const int pairs[5][2] = {{17, 1000}, {1000, 17}, {128, 4097}, {1, 300}, {300, 1}};
     for (int hi = 0; hi < 5; hi++)
-        for (int c = 0; c < 2; c++)
+        for (int c = 0; c < 3; c++)
             for (int i = 0; i < 5; i++) {
-                problem p = {2, 2, 2, pairs[i][0], pairs[i][1], HDS[hi], (tt_dtype)(i % 2), c, 0};
+                problem p = {2, 2, 2, pairs[i][0], pairs[i][1], HDS[hi], (tt_dtype)(i % 2), c, 0, 0};
                 expect_correct(&p, NULL, NULL, "seqlen_q != seqlen_k");
+            }
+}
+
+/* Bottom-right causal where it differs from top-left: seqlen_q < seqlen_k
+ * (every row sees more keys) and seqlen_q > seqlen_k (the first rows see
+ * none), at tile boundaries and with whole CTAs of empty rows. */
+TEST(bottom_right_causal) {
+    need_gpu();
+    const int pairs[6][2] = {{128, 256}, {64, 4096}, {300, 17}, {4096, 1000}, {257, 256}, {2, 1}};
+    for (int hi = 0; hi < 5; hi++)
+        for (int dt = 0; dt < 2; dt++)
+            for (int i = 0; i < 6; i++) {
+                problem p = {1, 2, 2, pairs[i][0], pairs[i][1], HDS[hi], (tt_dtype)dt, 2, i % 2, 0};
+                expect_correct(&p, NULL, NULL, "bottom-right causal");
             }
 }
 
 TEST(gqa_and_blhd_layout) {
     need_gpu();
     for (int hi = 0; hi < 5; hi++)
-        for (int c = 0; c < 2; c++) {
-            problem gqa = {2, 8, 2, 200, 333, HDS[hi], TT_DTYPE_BF16, c, 0};
+        for (int c = 0; c < 3; c++) {
+            problem gqa = {2, 8, 2, 200, 333, HDS[hi], TT_DTYPE_BF16, c, 0, 0};
             expect_correct(&gqa, NULL, NULL, "GQA");
-            problem blhd = {2, 4, 4, 257, 257, HDS[hi], TT_DTYPE_FP16, c, 1};
+            problem blhd = {2, 4, 4, 257, 257, HDS[hi], TT_DTYPE_FP16, c, 1, 0};
             expect_correct(&blhd, NULL, NULL, "[B, L, H, D]");
-            problem both = {1, 6, 3, 129, 64, HDS[hi], TT_DTYPE_FP16, c, 1};
+            problem both = {1, 6, 3, 129, 64, HDS[hi], TT_DTYPE_FP16, c, 1, 0};
             expect_correct(&both, NULL, NULL, "GQA + [B, L, H, D]");
         }
 }
@@ -346,7 +382,7 @@ TEST(every_variant_of_the_space) {
     int tested = 0;
     for (int hi = 0; hi < 5; hi++)
         for (int dt = 0; dt < 2; dt++)
-            for (int c = 0; c < 2; c++) {
+            for (int c = 0; c < 3; c++) {
                 tt_key key = {.dtype = (tt_dtype)dt, .head_dim = HDS[hi], .causal = c};
                 tt__space_entry *e = NULL;
                 size_t n = 0;
@@ -358,9 +394,9 @@ TEST(every_variant_of_the_space) {
                     char what[200];
                     tt_config_format(&e[i].variant.config, what, sizeof what);
                     /* a tail in both dims, and a short causal/GQA case */
-                    problem p1 = {1, 2, 2, 257, 300, HDS[hi], (tt_dtype)dt, c, 0};
+                    problem p1 = {1, 2, 2, 257, 300, HDS[hi], (tt_dtype)dt, c, 0, 0};
                     expect_correct(&p1, &e[i].variant.config, NULL, what);
-                    problem p2 = {1, 4, 2, 70, 33, HDS[hi], (tt_dtype)dt, c, 1};
+                    problem p2 = {1, 4, 2, 70, 33, HDS[hi], (tt_dtype)dt, c, 1, 0};
                     expect_correct(&p2, &e[i].variant.config, NULL, what);
                     tested++;
                 }
@@ -369,13 +405,58 @@ TEST(every_variant_of_the_space) {
     printf("%d variants checked\n", tested);
 }
 
+/* Family ws reads its tensors through the copy engine's tensor maps: with
+ * a stride the engine cannot take (a zero batch stride) the call runs
+ * another family's schedule, and is right; launched directly, the ws
+ * kernel refuses such strides. Ordinary and [B, L, H, D] strides run ws,
+ * persistent or not, ping-pong or not. */
+TEST(ws_strides_and_fallback) {
+    need_gpu();
+    if (dev.limits.arch != 90) TT_SKIP("family ws runs on sm_90 only (this GPU: sm_%d)", (int)dev.limits.arch);
+    const tt_config cfgs[3] = {
+        {.family = TT_FAMILY_WS, .block_m = 128, .block_n = 128, .warps = 12, .stages = 2, .layout = 1, .q_in_regs = 0},
+        {.family = TT_FAMILY_WS, .block_m = 128, .block_n = 128, .warps = 12, .stages = 2, .layout = 1, .q_in_regs = 1},
+        {.family = TT_FAMILY_WS, .block_m = 192, .block_n = 128, .warps = 16, .stages = 2, .layout = 0, .q_in_regs = 1}};
+    for (int i = 0; i < 3; i++)
+        for (int c = 0; c < 2; c++) {
+            const int d = i == 2 ? 64 : 128;
+            problem zero = {1, 4, 2, 200, 333, d, TT_DTYPE_BF16, c, 0, 1};
+            expect_correct(&zero, &cfgs[i], NULL, "ws, zero batch stride (another family runs)");
+            problem blhd = {2, 6, 3, 129, 700, d, TT_DTYPE_FP16, c, 1, 0};
+            expect_correct(&blhd, &cfgs[i], NULL, "ws, GQA + [B, L, H, D]");
+            problem many = {3, 2, 1, 1000, 1000, d, TT_DTYPE_BF16, c, 0, 0};
+            expect_correct(&many, &cfgs[i], NULL, "ws, more work tiles than SMs");
+        }
+    /* a mask the ws mainloop does not have: another family runs it */
+    for (int i = 0; i < 3; i++) {
+        problem br = {1, 4, 2, 200, 333, i == 2 ? 64 : 128, TT_DTYPE_BF16, 2, 0, 0};
+        expect_correct(&br, &cfgs[i], NULL, "ws config, bottom-right causal (another family runs)");
+    }
+    /* the kernel itself, handed strides it cannot map */
+    tt__variant v;
+    memset(&v, 0, sizeof v);
+    v.config = cfgs[0];
+    v.head_dim = 128;
+    v.dtype = TT_DTYPE_BF16;
+    v.arch = dev.limits.arch;
+    const tt__kernel *k;
+    char err[512];
+    ASSERT_OK(tt__kernel_get(dev.ctx, NULL, &v, &k, err, sizeof err));
+    problem zero = {1, 4, 2, 200, 333, 128, TT_DTYPE_BF16, 0, 0, 1};
+    buffers b;
+    setup(&zero, &b);
+    ASSERT_EQ(run(&zero, &b, NULL, k, err, sizeof err), TT_ERR_UNSUPPORTED);
+    printf("direct launch refused: %s\n", err);
+    teardown(&b);
+}
+
 TEST(reference_kernel_against_float64) {
     need_gpu();
     const tt__source *ref;
     ASSERT_OK(tt__source_reference(&ref, NULL, 0));
     tt__jit_opts jo = {.source = ref};
     for (int hi = 0; hi < 5; hi++)
-        for (int c = 0; c < 2; c++) {
+        for (int c = 0; c < 3; c++) {
             tt__variant v;
             memset(&v, 0, sizeof v);
             tt__reference_config(&v.config);
@@ -386,8 +467,10 @@ TEST(reference_kernel_against_float64) {
             const tt__kernel *k;
             char err[2048];
             if (tt__kernel_get(dev.ctx, &jo, &v, &k, err, sizeof err) < 0) TT_FAIL_AT("reference: %s", err);
-            problem p = {2, 4, 2, 130, 77, HDS[hi], v.dtype, c, hi % 2};
+            problem p = {2, 4, 2, 130, 77, HDS[hi], v.dtype, c, hi % 2, 0};
             expect_correct(&p, NULL, k, "reference kernel");
+            problem q = {1, 2, 2, 77, 130, HDS[hi], v.dtype, c, 0, 0};
+            expect_correct(&q, NULL, k, "reference kernel");
         }
 }
 
@@ -412,7 +495,7 @@ TEST(device_limits_and_variants_api) {
 
 TEST(bad_pointers_on_a_gpu) {
     need_gpu();
-    problem p = {1, 2, 2, 64, 64, 64, TT_DTYPE_FP16, 0, 0};
+    problem p = {1, 2, 2, 64, 64, 64, TT_DTYPE_FP16, 0, 0, 0};
     buffers b;
     setup(&p, &b);
     tt_sdpa_args a = args_of(&p, &b, NULL);

@@ -15,7 +15,7 @@
 #include "kernels/cuda_api.h"
 #include "common/hash.h"
 #include "kernels/jit.h"
-#include "kernels/sdpa_params.h"
+#include "kernels/family.h"
 #include "kernels/source.h"
 #include "tt_test.h"
 
@@ -239,8 +239,7 @@ TEST(compile_reports_and_caches) {
     if (rc < 0) TT_FAIL_AT("compile: %s", err);
     ASSERT_EQ(a->report.from_cache, 0);
     ASSERT(a->report.registers > 0 && a->report.registers <= 255);
-    ASSERT_EQ(a->report.dynamic_smem, TT_SDPA_SMEM_BYTES(v.config.family, v.config.block_m, v.config.block_n, 64,
-                                                          v.config.stages, v.config.layout));
+    ASSERT_EQ(a->report.dynamic_smem, tt__config_smem_bytes(&v.config, 64));
     ASSERT_EQ(a->report.threads, v.config.warps * 32);
     ASSERT(a->report.compile_ms > 0);
     ASSERT(a->len > 64 && memcmp(a->data, "\177ELF", 4) == 0); /* a CUBIN is an ELF image */
@@ -484,15 +483,36 @@ TEST(parallel_compiles_from_4_threads) {
     free(p);
 }
 
+/* The revision hashes the root file and every embedded header, each equal
+ * to its file under src/kernels; NVRTC finds no other header (the compile
+ * tests would fail on a missing one). */
 TEST(embedded_revision_is_the_source_hash) {
     char rev[TT_ID_MAX];
     ASSERT_OK(tt_kernel_revision(rev));
-    size_t n = 0, hn = 0;
+    size_t n = 0;
     char *src = read_file(TT_KERNEL_SOURCE_FILE, &n);
-    char *hdr = read_file(TT_SOURCE_DIR "/src/kernels/sdpa_params.h", &hn);
-    ASSERT(src && hdr);
+    ASSERT(src);
     uint64_t h = tt__hash_update(TT_HASH_INIT, src, n);
-    h = tt__hash_update(h, hdr, hn);
+    const tt__source_header *hd;
+    size_t nh = tt__source_headers(&hd);
+    ASSERT(nh >= 2 + tt__family_count);
+    for (size_t i = 0; i < nh; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/src/kernels/%s", TT_SOURCE_DIR, hd[i].name);
+        size_t hn = 0;
+        char *text = read_file(path, &hn);
+        if (!text) TT_FAIL_AT("header %s: no file %s", hd[i].name, path);
+        if (hn != hd[i].len || memcmp(text, hd[i].text, hn) != 0)
+            TT_FAIL_AT("header %s differs from %s", hd[i].name, path);
+        h = tt__hash_update(h, text, hn);
+        free(text);
+    }
+    /* each family's mainloop is one of them */
+    for (size_t f = 0; f < tt__family_count; f++) {
+        int found = 0;
+        for (size_t i = 0; i < nh; i++) found |= strcmp(hd[i].name, tt__families[f]->files[0].name) == 0;
+        ASSERT(found);
+    }
     char hex[17];
     tt__hash_hex(h, hex);
     ASSERT_STREQ(rev, hex);
@@ -501,7 +521,6 @@ TEST(embedded_revision_is_the_source_hash) {
     ASSERT_STREQ(s->origin, "embedded");
     ASSERT_EQ(s->len, n);
     free(src);
-    free(hdr);
 }
 
 TEST(edited_source_changes_revision_and_key) {
@@ -602,6 +621,10 @@ TEST(variant_checks_before_compiling) {
     bad.arch = 75;
     ASSERT_EQ(tt__jit_compile(NULL, &bad, &c, err, sizeof err), TT_ERR_UNSUPPORTED);
     ASSERT_CONTAINS(err, "sm_75");
+    bad = v;
+    bad.causal = 3;
+    ASSERT_EQ(tt__jit_compile(NULL, &bad, &c, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "causal");
     bad = v;
     bad.config.stages = 9;
     ASSERT_EQ(tt__jit_compile(NULL, &bad, &c, err, sizeof err), TT_ERR_RANGE);

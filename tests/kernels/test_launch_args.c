@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/cuda_api.h"
+#include "kernels/family.h"
 #include "kernels/launch.h"
 #include "tt_test.h"
 
@@ -66,6 +67,33 @@ TEST(params_from_good_args) {
     ASSERT_OK(tt__sdpa_params_from_args(&a, &p, err, sizeof err));
     ASSERT(p.scale == 0.5f);
     ASSERT_EQ(p.lse_batch_stride, 1000);
+}
+
+/* Family ws runs only what its copy engine can address (byte strides
+ * positive multiples of 16, below 2^40, for Q, K, V and O); every other
+ * checked call goes to another family (tt__sdpa_launch). */
+TEST(ws_runs_only_strides_the_copy_engine_takes) {
+    const tt__family *ws = tt__family_of(TT_FAMILY_WS);
+    ASSERT(ws && ws->runs && ws->launch_extra);
+    tt_sdpa_args a = good();
+    tt_sdpa_params p;
+    char err[256];
+    ASSERT_OK(tt__sdpa_params_from_args(&a, &p, err, sizeof err));
+    ASSERT(ws->runs(&p)); /* [B, L, H, D] with GQA */
+    tt_sdpa_params q = p;
+    q.k_batch_stride = 0; /* K expanded over the batch */
+    ASSERT(!ws->runs(&q));
+    q = p;
+    q.v_head_stride = 64 + 4; /* 136 bytes: not a multiple of 16 */
+    ASSERT(!ws->runs(&q));
+    q = p;
+    q.o_batch_stride = (tt_i64)1 << 39; /* 2^40 bytes */
+    ASSERT(!ws->runs(&q));
+    q = p;
+    q.q_head_stride = 72; /* 144 bytes */
+    ASSERT(ws->runs(&q));
+    /* the other families run every checked call */
+    ASSERT(!tt__family_of(TT_FAMILY_MMA)->runs && !tt__family_of(TT_FAMILY_WGMMA)->runs);
 }
 
 TEST(null_arguments) {
@@ -215,8 +243,16 @@ TEST(extents_past_the_address_space) {
 
 TEST(flags_scale_reserved) {
     tt_sdpa_args a = good();
-    a.causal = 2;
+    a.causal = 3;
     expect(&a, TT_ERR_INVAL, "causal");
+    a.causal = -1;
+    expect(&a, TT_ERR_INVAL, "causal");
+    /* bottom-right is a causal mode: its arguments pass */
+    a = good();
+    a.causal = 2;
+    tt_sdpa_params p;
+    char err[256];
+    ASSERT_OK(tt__sdpa_params_from_args(&a, &p, err, sizeof err));
     a = good();
     a.scale = NAN;
     expect(&a, TT_ERR_INVAL, "scale");

@@ -1,10 +1,11 @@
-/* The variant space without compiling: the shape rules (sdpa.cu's
- * #errors, mirrored), device limits, seqlen pruning, the table's size. */
+/* The variant space without compiling: the shape rules (the family descriptors,
+ * kernels/family.h), device limits, seqlen pruning, the table's size. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/config.h"
 #include "common/key.h"
-#include "kernels/sdpa_params.h"
+#include "kernels/family.h"
 #include "tt_test.h"
 #include "kernels/variants.h"
 
@@ -175,6 +176,33 @@ TEST(wgmma_variants_are_in_the_space_on_sm90_only) {
     ASSERT_EQ(count_family(128, 90, 1, TT_FAMILY_WGMMA), count_family(128, 90, 0, TT_FAMILY_WGMMA));
 }
 
+/* A family whose mainloop lacks a mask is not in the space of keys that
+ * need it: ws masks top-left only, so bottom-right keys tune the others. */
+TEST(bottom_right_keys_leave_out_families_without_that_mask) {
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(90, &d));
+    for (int causal = 0; causal <= 2; causal++) {
+        tt_key k;
+        memset(&k, 0, sizeof k);
+        k.head_dim = 128;
+        k.dtype = TT_DTYPE_BF16;
+        k.causal = causal;
+        k.seqlen_q = 512;
+        k.seqlen_k = 4096;
+        tt__space_entry *e = NULL;
+        size_t n = 0, ws = 0, wg = 0;
+        ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
+        for (size_t i = 0; i < n; i++) {
+            ws += e[i].variant.config.family == TT_FAMILY_WS;
+            wg += e[i].variant.config.family == TT_FAMILY_WGMMA;
+        }
+        free(e);
+        ASSERT(wg > 0);
+        if (causal == 2) ASSERT_EQ(ws, 0);
+        else ASSERT(ws > 0);
+    }
+}
+
 TEST(shared_memory_limit) {
     tt__device_limits h100, a100, ada;
     ASSERT_OK(tt__device_limits_nominal(90, &h100));
@@ -214,7 +242,7 @@ TEST(short_keys_prune_stages) {
     size_t n;
     ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
     for (size_t i = 0; i < n; i++)
-        ASSERT_EQ(e[i].variant.config.stages, e[i].variant.config.family == TT_FAMILY_WGMMA ? 2 : 1);
+        ASSERT_EQ(e[i].variant.config.stages, tt__family_of(e[i].variant.config.family)->stages_min);
     free(e);
 }
 
@@ -245,6 +273,122 @@ TEST(bad_keys) {
 }
 
 static void count_up(size_t i, void *ctx) { __atomic_fetch_add((int *)ctx + i, 1, __ATOMIC_SEQ_CST); }
+
+/* The table: row i is family i, named as knobs.def names the family knob's
+ * value; its files, functions and defaults are there; a knob it does not
+ * read has no space list and a pinned value in range; a knob it reads has
+ * one, in range. */
+TEST(family_table_is_consistent) {
+    const tt__knob *fk = tt__knob_find("family");
+    ASSERT(fk && fk->names);
+    ASSERT_EQ((size_t)(fk->max - fk->min + 1), tt__family_count);
+    for (size_t i = 0; i < tt__family_count; i++) {
+        const tt__family *f = tt__families[i];
+        ASSERT_EQ((size_t)f->id, i);
+        ASSERT(tt__family_of(f->id) == f);
+        int32_t parsed = -1;
+        ASSERT_OK(tt__knob_parse_value(fk, f->name, &parsed));
+        ASSERT_EQ(parsed, f->id);
+        ASSERT(f->files[0].name && f->files[0].text && *f->files[0].len > 0);
+        ASSERT(f->check && f->registers && f->register_budget && f->smem_bytes && f->threads);
+        ASSERT(f->arch_min >= 80 && f->arch_min <= f->arch_max && f->arch_suffix);
+        /* A family with no default table of its own (ws, not yet a
+         * default) runs where another family's table answers. */
+        if (!f->defaults[0].lookup) {
+            int covered = 0;
+            for (size_t j = 0; j < tt__family_count; j++)
+                for (int d = 0; d < 2 && tt__families[j]->defaults[d].lookup; d++) {
+                    int32_t a = tt__families[j]->defaults[d].arch;
+                    covered |= a == 0 ? tt__families[j]->arch_min <= f->arch_min && tt__families[j]->arch_max >= f->arch_max
+                                      : a == f->arch_min && a == f->arch_max;
+                }
+            if (!covered) TT_FAIL_AT("%s has no default table and no other family's covers its archs", f->name);
+        }
+        const tt__knob_values *lists = (const tt__knob_values *)&f->space;
+        for (int k = 0; k < tt__knob_count(); k++) {
+            const tt__knob *kn = tt__knob_at(k);
+            if (k == TT__KNOB_family) continue;
+            if (f->reads & (1u << k)) {
+                if (lists[k].n < 1) TT_FAIL_AT("%s reads %s but its space has no value for it", f->name, kn->name);
+                for (int j = 0; j < lists[k].n; j++) ASSERT(lists[k].v[j] >= kn->min && lists[k].v[j] <= kn->max);
+            } else {
+                if (lists[k].n != 0) TT_FAIL_AT("%s lists values of %s, which it does not read", f->name, kn->name);
+                int32_t pin = tt__knob_get(kn, &f->pinned);
+                ASSERT(pin >= kn->min && pin <= kn->max);
+            }
+        }
+    }
+    ASSERT(tt__family_of(-1) == NULL);
+    ASSERT(tt__family_of((int32_t)tt__family_count) == NULL);
+}
+
+/* No two variants of a key's space are the same kernel: configs differ in
+ * a knob their family reads (the others are pinned). */
+TEST(space_has_no_duplicate_kernels) {
+    const int dims[] = {32, 64, 96, 128, 256};
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(90, &d));
+    for (int i = 0; i < 5; i++) {
+        tt_key k = {.dtype = TT_DTYPE_FP16, .head_dim = dims[i]};
+        tt__space_entry *e = NULL;
+        size_t n = 0;
+        ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
+        for (size_t a = 0; a < n; a++)
+            for (size_t b = a + 1; b < n; b++)
+                ASSERT(!tt_config_equal(&e[a].variant.config, &e[b].variant.config));
+        free(e);
+    }
+    /* a knob a family does not read is refused off its pinned value */
+    tt_config c = wg(8, 128, 2);
+    char err[256];
+    c.q_in_regs = 1;
+    ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "q_in_regs=1");
+}
+
+/* Each family's shared memory and threads, computed by hand. */
+TEST(family_smem_and_threads) {
+    tt_config c = cfg(128, 64, 4, 2, TT_LAYOUT_SWIZZLE, 0);
+    ASSERT_EQ(tt__config_smem_bytes(&c, 128), 2 * 128 * (128 + 4 * 64));
+    c.layout = TT_LAYOUT_PAD; /* rows of 136 elements */
+    ASSERT_EQ(tt__config_smem_bytes(&c, 128), 2 * 136 * (128 + 4 * 64));
+    ASSERT_EQ(tt__config_threads(&c), 128);
+    c = wg(12, 128, 2);
+    ASSERT_EQ(tt__config_smem_bytes(&c, 128), 2 * 128 * (192 + 4 * 128) + 1024);
+    ASSERT_EQ(tt__config_threads(&c), 384);
+    c.family = 99;
+    ASSERT_EQ(tt__config_smem_bytes(&c, 128), -1);
+}
+
+/* Bottom-right causal (2) is a variant of its own; other values are no key. */
+TEST(causal_modes) {
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(90, &d));
+    tt_key k = {.dtype = TT_DTYPE_BF16, .head_dim = 128, .causal = 2, .seqlen_q = 4096, .seqlen_k = 1024};
+    tt__space_entry *e = NULL;
+    size_t n = 0;
+    char err[256];
+    ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, err, sizeof err));
+    ASSERT(n > 0);
+    for (size_t i = 0; i < n; i++) ASSERT_EQ(e[i].variant.causal, 2);
+    free(e);
+    k.causal = 3;
+    ASSERT_EQ(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "causal");
+    tt_key_v2 k2;
+    k.causal = 2;
+    tt__key_from_v1(&k, &k2);
+    ASSERT_OK(tt__key_check(&k2, err, sizeof err));
+    k2.causal = 3;
+    ASSERT_EQ(tt__key_check(&k2, err, sizeof err), TT_ERR_RANGE);
+    /* a bottom-right key takes the causal default */
+    tt_config c1, c2;
+    k.causal = 1;
+    ASSERT_OK(tt_config_default(&k, &c1));
+    k.causal = 2;
+    ASSERT_OK(tt_config_default(&k, &c2));
+    ASSERT(tt_config_equal(&c1, &c2));
+}
 
 TEST(parallel_for_runs_each_index_once) {
     int hits[1000];

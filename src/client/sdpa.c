@@ -1,0 +1,62 @@
+/* tt_sdpa_fwd: the config choice (the caller's, else the daemon's through
+ * one process-wide client, else the device's default) over the kernels
+ * layer's launcher, which takes the config explicitly. Here, not in
+ * src/kernels, so the kernels depend on nothing but src/common. */
+#include <pthread.h>
+#include <string.h>
+
+#include "common/fail.h"
+#include "common/key.h"
+#include "kernels/launch.h"
+#include "tiletune.h"
+
+/* One client for the whole process: its cache makes a repeated lookup cost
+ * no round trip. A client that cannot be opened means: built-in defaults. */
+static pthread_once_t client_once = PTHREAD_ONCE_INIT;
+static tt_client *process_client;
+
+static void client_open_once(void) {
+    if (tt_client_open(NULL, 50, &process_client) < 0) process_client = NULL;
+}
+
+static int choose_config(const tt_sdpa_args *a, const tt__device_limits *lim, tt_config *out, char *err,
+                         size_t errlen) {
+    tt_key key;
+    memset(&key, 0, sizeof key);
+    key.dtype = (tt_dtype)a->dtype;
+    key.head_dim = (int32_t)a->head_dim;
+    key.causal = a->causal;
+    key.seqlen_q = a->seqlen_q;
+    key.seqlen_k = a->seqlen_k;
+    int rc;
+    if ((rc = tt_kernel_revision(key.rev)) < 0) return tt__fail(rc, err, errlen, "kernel source unavailable");
+    pthread_once(&client_once, client_open_once);
+    tt_lookup_result res;
+    /* The daemon tunes on the same GPU model; a record from another model
+     * or an older schedule may not fit this device: then the default.
+     * A default answer (nothing tuned, or no daemon) is the portable one;
+     * this device's own default is at least as good. */
+    /* Tuned per GQA group: kernels that pack a group's rows differ by it
+     * (the launcher checked heads_q is a multiple of heads_kv). */
+    tt_key_v2 k2;
+    tt__key_from_v1(&key, &k2);
+    int64_t group = a->heads_kv > 0 ? a->heads_q / a->heads_kv : 1;
+    k2.group = group >= 1 && group <= TT_GROUP_MAX ? (int32_t)group : 1;
+    if (process_client && key.seqlen_q <= TT_SEQLEN_MAX && key.seqlen_k <= TT_SEQLEN_MAX &&
+        tt_lookup_v2(process_client, &k2, &res) == 0 && res.match != TT_MATCH_DEFAULT &&
+        tt__variant_check(&res.config, key.head_dim, lim, NULL, 0) == 0) {
+        *out = res.config;
+        return 0;
+    }
+    return tt__sdpa_device_default(&key, lim, out, err, errlen);
+}
+
+int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {
+    tt__sdpa_target t;
+    int rc = tt__sdpa_target_of(a, &t, err, errlen);
+    if (rc < 0) return rc;
+    if (a->config) return tt__sdpa_launch(&t, a, a->config, err, errlen);
+    tt_config cfg;
+    if ((rc = choose_config(a, &t.limits, &cfg, err, errlen)) < 0) return rc;
+    return tt__sdpa_launch(&t, a, &cfg, err, errlen);
+}
