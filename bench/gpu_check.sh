@@ -4,6 +4,7 @@
 #
 #   PART=core bash bench/gpu_check.sh        # kernels, pipeline, the torch op
 #   PART=inference bash bench/gpu_check.sh   # splitkv tests + bench, grid tune
+#   STEPS="ctests torch inference bench tune" bash bench/gpu_check.sh
 #
 # core:      build (fault injection on, for the pipeline test); the C kernel
 #            tests but the every-variant one; the pipeline end to end
@@ -23,6 +24,12 @@ cd "$root" || exit 1
 out=${OUT:-$root/out}
 mkdir -p "$out"
 part=${PART:-core}
+case $part in
+  core) steps=${STEPS:-"ctests e2e torch overhead"} ;;
+  inference) steps=${STEPS:-"inference bench tune"} ;;
+  *) steps=${STEPS:-"ctests e2e torch overhead inference bench tune"} ;;
+esac
+has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 t0=$SECONDS
 build=$root/build-gpu
 export PYTHONUNBUFFERED=1 TILETUNE_SOCKET=/nonexistent/tiletune.sock
@@ -37,38 +44,46 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=cs
 export TILETUNE_LIB=$build/src/client/libtiletune.so TILETUNE_CACHE_DIR=$build/cubins
 export PYTHONPATH=$root/python
 
-if [ "$part" = core ]; then
+if has ctests; then
   for t in ${C_TESTS:-bottom_right_causal seqlen_q_differs_from_seqlen_k gqa_and_blhd_layout ws_strides_and_fallback \
       reference_kernel_against_float64 device_limits_and_variants_api bad_pointers_on_a_gpu}; do
     TT_TEST_TIMEOUT=100 timeout 110 "$build/tests/gpu/test_sdpa_gpu" "$t" >>"$out/c-gpu.log" 2>&1
     echo "C GPU $t: rc=$?"
   done
   say "C GPU tests"
+fi
+if has e2e; then
   TT_TEST_TIMEOUT=100 timeout 110 "$build/tests/worker/test_tune_gpu" >"$out/e2e.log" 2>&1
   echo "pipeline end to end: rc=$?"; tail -6 "$out/e2e.log"
   say pipeline
+fi
+if has torch; then
   timeout "${TORCH_S:-240}" python3 -m pytest -q -rs -p no:cacheprovider python/tests/test_torch_gpu.py \
     >"$out/torch.log" 2>&1
   echo "torch tests: rc=$?"; tail -25 "$out/torch.log"
   say "torch tests"
+fi
+if has overhead; then
   timeout 90 python3 bench/python_overhead.py >"$out/overhead.log" 2>&1
   echo "overhead: rc=$?"; tail -12 "$out/overhead.log"
   say overhead
 fi
 
-if [ "$part" = inference ]; then
+if has inference; then
   TT_QUICK=${QUICK:-1} timeout "${TEST_S:-120}" python3 tests/gpu/test_inference_gpu.py >"$out/inference-test.log" 2>&1
   echo "inference tests: rc=$?"; tail -8 "$out/inference-test.log"
   say "inference tests"
+fi
+if has bench; then
   timeout "${BENCH_S:-150}" python3 bench/inference/decode.py --out "$out/inference" \
     --budget "$(( ${BENCH_S:-150} * 2 / 3 ))" >"$out/inference-bench.log" 2>&1
   echo "inference bench: rc=$?"; tail -40 "$out/inference-bench.log"
   say "inference bench"
-  if [ "${TUNE_S:-0}" != 0 ]; then
-    timeout "$((TUNE_S + 20))" bench/tune/run.sh "$build" "$out/grid" default fast "$TUNE_S" 2>&1 |
-      grep -vE '^\| (fp16|bf16) ' | tail -16
-    say "default grid, fast"
-  fi
+fi
+if has tune; then
+  timeout "$((${TUNE_S:-150} + 20))" bench/tune/run.sh "$build" "$out/grid" default fast "${TUNE_S:-150}" 2>&1 |
+    grep -vE '^\| (fp16|bf16) ' | tail -16
+  say "default grid, fast"
 fi
 # the device returns at most 8 files: one archive
 (cd "$out" && tar czf /tmp/gpu-check.tgz . && find . -mindepth 1 -delete && mv /tmp/gpu-check.tgz .)
