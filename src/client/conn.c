@@ -1,4 +1,5 @@
 #include "client/conn.h"
+#include "common/wire.h"
 
 #include <errno.h>
 #include <poll.h>

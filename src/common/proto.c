@@ -217,20 +217,3 @@ int tt__reply_err(char *line, const char **code, const char **message) {
     *code = c;
     return 0;
 }
-
-static const struct {
-    const char *code;
-    int status;
-} err_codes[] = {
-    {"proto", TT_ERR_PROTO},       {"verb", TT_ERR_PROTO},       {"field", TT_ERR_INVAL},
-    {"range", TT_ERR_RANGE},       {"unsupported", TT_ERR_UNSUPPORTED}, {"toolong", TT_ERR_PROTO},
-    {"busy", TT_ERR_BUSY},         {"permission", TT_ERR_PERM},  {"notfound", TT_ERR_NOTFOUND},
-    {"db", TT_ERR_DB},             {"internal", TT_ERR_REMOTE},  {"timeout", TT_ERR_TIMEOUT},
-    {"version", TT_ERR_VERSION},
-};
-
-int tt__err_from_code(const char *code) {
-    for (size_t i = 0; i < sizeof err_codes / sizeof err_codes[0]; i++)
-        if (strcmp(err_codes[i].code, code) == 0) return err_codes[i].status;
-    return TT_ERR_REMOTE;
-}

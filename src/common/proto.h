@@ -59,7 +59,5 @@ int tt__key_format(const tt_key *key, char *buf, size_t len);
 /* An "ERR <code> <message>" reply: points at the code word and the message
  * (both inside `line`, which gets a NUL after the code). 0 or TT_ERR_PROTO. */
 int tt__reply_err(char *line, const char **code, const char **message);
-/* The TT_ERR_* status a daemon error code word maps to. */
-int tt__err_from_code(const char *code);
 
 #endif

@@ -1,6 +1,7 @@
 #include <string.h>
 
 #include "common/proto.h"
+#include "common/wire.h"
 #include "tt_test.h"
 
 static int parse(const char *text, tt__msg *m, const char **err) {

@@ -23,7 +23,7 @@ void tt_handle_error(tt_daemon *d, tt_buf *out, tt_errc code, const char *fmt, .
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     d->stats.errors[code]++;
-    tt_buf_printf(out, "ERR %s %s\n", tt_errc_name(code), msg);
+    tt_buf_printf(out, "ERR %s %s\n", tt__errc_name(code), msg);
 }
 
 #define ERR(code, ...) tt_handle_error(d, out, TT_ERRC_##code, __VA_ARGS__)
@@ -66,7 +66,7 @@ static int read_key(tt_daemon *d, const tt__msg *m, tt_key *key, tt_buf *out) {
         return -1;
     int rc = tt__key_from_msg(m, key, err, sizeof err);
     if (rc < 0) {
-        tt_handle_error(d, out, tt_errc_from_status(rc), "%s", err);
+        tt_handle_error(d, out, tt__errc_from_status(rc), "%s", err);
         return -1;
     }
     if (!key->gpu[0]) snprintf(key->gpu, sizeof key->gpu, "%s", tt_daemon_gpu(d));
@@ -617,7 +617,7 @@ int tt_handle_line(tt_daemon *d, tt_conn *c, char *line, size_t len, tt_buf *out
         tt_handle_error(d, out, TT_ERRC_PROTO, "%s", perr);
         return TT_HANDLE_OK;
     }
-    tt_verb v = tt_verb_find(m.verb);
+    tt_verb v = tt__verb_find(m.verb);
     d->stats.requests[v]++;
     switch (v) {
     case TT_VERB_HELLO: h_hello(d, &m, out); break;
