@@ -27,6 +27,11 @@ static void usage(FILE *f) {
             "  --admin-group NAME    members may TUNE, CANCEL and FORGET (root and the\n"
             "                        daemon's own user always may)\n"
             "  --max-connections N   connection cap; beyond it clients get ERR busy (default 1024)\n"
+            "  --max-connections-per-user N\n"
+            "                        connections one user but root and the daemon's may hold\n"
+            "                        (default a quarter of --max-connections)\n"
+            "  --admin-connections N slots of the cap only root and the daemon's user may take\n"
+            "                        (default 1/64 of --max-connections)\n"
             "  --idle-timeout SEC    close connections idle this long (default 300)\n"
             "  --log-level LEVEL     error, warn, info or debug (default info)\n"
             "  --foreground          run in the foreground (always the case; for scripts)\n"
@@ -48,7 +53,7 @@ static int int_arg(const char *opt, const char *v, int min, int max, int *out) {
 }
 
 int main(int argc, char **argv) {
-    enum { O_SOCKET = 256, O_DB, O_CACHE, O_WORKER, O_WTIMEOUT, O_GROUP, O_MAXCONN, O_IDLE, O_LOG, O_FG, O_HELP, O_VERSION };
+    enum { O_SOCKET = 256, O_DB, O_CACHE, O_WORKER, O_WTIMEOUT, O_GROUP, O_MAXCONN, O_PERUSER, O_ADMINCONN, O_IDLE, O_LOG, O_FG, O_HELP, O_VERSION };
     static const struct option longopts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"db", required_argument, NULL, O_DB},
@@ -57,6 +62,8 @@ int main(int argc, char **argv) {
         {"worker-timeout", required_argument, NULL, O_WTIMEOUT},
         {"admin-group", required_argument, NULL, O_GROUP},
         {"max-connections", required_argument, NULL, O_MAXCONN},
+        {"max-connections-per-user", required_argument, NULL, O_PERUSER},
+        {"admin-connections", required_argument, NULL, O_ADMINCONN},
         {"idle-timeout", required_argument, NULL, O_IDLE},
         {"log-level", required_argument, NULL, O_LOG},
         {"foreground", no_argument, NULL, O_FG},
@@ -69,6 +76,7 @@ int main(int argc, char **argv) {
         .db_path = getenv("TILETUNE_DB"),
         .cache_dir = DEFAULT_CACHE,
         .max_connections = 1024,
+        .admin_reserved = -1,
         .idle_timeout_s = 300,
         .worker_timeout_s = 300,
     };
@@ -87,6 +95,12 @@ int main(int argc, char **argv) {
             break;
         case O_MAXCONN:
             if (int_arg("--max-connections", optarg, 1, 1 << 20, &o.max_connections) < 0) return 2;
+            break;
+        case O_PERUSER:
+            if (int_arg("--max-connections-per-user", optarg, 1, 1 << 20, &o.max_per_user) < 0) return 2;
+            break;
+        case O_ADMINCONN:
+            if (int_arg("--admin-connections", optarg, 0, 1 << 20, &o.admin_reserved) < 0) return 2;
             break;
         case O_IDLE:
             if (int_arg("--idle-timeout", optarg, 1, 86400 * 7, &o.idle_timeout_s) < 0) return 2;

@@ -753,6 +753,35 @@ fail:
     return ret;
 }
 
+int tt_store_open_reader(const char *path, tt_store **out, char *err, size_t errlen) {
+    int ret = 0;
+    if (err && errlen) err[0] = '\0';
+    tt_store *s = calloc(1, sizeof *s);
+    if (!s) return TT_ERR_NOMEM;
+    int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, NULL);
+    if (rc != SQLITE_OK) OPEN_FAIL(map_sqlite(rc), "%s: %s", path, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    int64_t app = 0, ver = 0;
+    rc = query_int(s->db, "PRAGMA application_id", &app);
+    if (rc == SQLITE_OK) rc = query_int(s->db, "PRAGMA user_version", &ver);
+    if (rc != SQLITE_OK) OPEN_FAIL(map_sqlite(rc), "%s: %s", path, sqlite3_errmsg(s->db));
+    if (app != TT_STORE_APPLICATION_ID || ver != TT_STORE_SCHEMA_VERSION)
+        OPEN_FAIL(TT_ERR_VERSION, "%s: not the database this daemon opened (version %lld)", path, (long long)ver);
+    if ((ret = prepare_all(s)) < 0) goto out;
+    /* a read transaction, not IMMEDIATE: a reader takes no write lock */
+    sqlite3_finalize(s->st[ST_BEGIN]);
+    s->st[ST_BEGIN] = NULL;
+    rc = sqlite3_prepare_v2(s->db, "BEGIN", -1, &s->st[ST_BEGIN], NULL);
+    if (rc != SQLITE_OK) OPEN_FAIL(map_sqlite(rc), "%s: %s", path, sqlite3_errmsg(s->db));
+    *out = s;
+    return 0;
+out:
+    if (err && errlen) snprintf(err, errlen, "%s", s->err);
+    tt_store_close(s);
+    return ret;
+}
+
 void tt_store_close(tt_store *s) {
     if (!s) return;
     for (int i = 0; i < ST_COUNT_; i++) sqlite3_finalize(s->st[i]);
