@@ -1,5 +1,6 @@
 #include "tuner/daemon/conn.h"
 
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,7 @@ typedef struct wreq {
 static void conn_close(tt_conn *c);
 static void conn_process(tt_conn *c);
 static void on_export_wake(void *ud);
+static int peer_alive(void *ud);
 static void start_linger(tt_conn *c);
 static void start_reading(tt_conn *c);
 static void export_pump(tt_conn *c);
@@ -222,7 +224,7 @@ static void conn_process(tt_conn *c) {
     flush(c, &out);
     if (c->closing) return;
     if (c->sess.export) {
-        tt_export_set_wake(c->sess.export, on_export_wake, c);
+        tt_export_set_wake(c->sess.export, on_export_wake, peer_alive, c);
         stop_reading(c);
         export_pump(c);
         return;
@@ -255,6 +257,16 @@ static void export_pump(tt_conn *c) {
 }
 
 static void on_export_wake(void *ud) { export_pump(ud); }
+
+/* 0 once the client has closed its socket (both directions: a client
+ * that only shut down writing still reads its reply). */
+static int peer_alive(void *ud) {
+    tt_conn *c = ud;
+    uv_os_fd_t fd;
+    if (c->closing || uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0) return 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return !(poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)));
+}
 
 static void on_idle_timeout(uv_timer_t *t) {
     tt_conn *c = t->data;

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/key.h"
@@ -22,6 +24,7 @@ struct tt_export {
     tt_hctx *x;
     uv_async_t async;
     void (*wake)(void *ud);
+    int (*alive)(void *ud);
     void *wake_ud;
     /* the request */
     char gpu[TT_ID_MAX], rev[TT_ID_MAX];
@@ -32,6 +35,7 @@ struct tt_export {
     pthread_cond_t cv;
     tt_buf q;
     int done, broken, cancel;
+    int orphan; /* its connection is gone: freed on the loop once the thread ends */
     tt_errc errc; /* TT_ERRC_COUNT: none */
     /* the thread's own */
     tt_buf chunk;
@@ -95,41 +99,44 @@ typedef struct pass {
     int format;          /* 0: count, 1: write */
     tt_fleet_kind kind;
     int64_t n;
-    tt_gpu_info *gpus;   /* the rows the records name */
+    tt_store *gst;       /* a second handle for the GPU rows (the iteration's may not be used) */
+    tt_gpu_info *gpus;   /* the rows met so far */
     size_t ngpus;
-    char **fps;          /* pass 0: the fingerprints seen */
-    size_t nfps;
     int rc;
     tt_fleet_rec f;
     char line[TT_FLEET_LINE_MAX + 2];
 } pass;
 
+static int gpu_of(pass *p, const char *fp, tt_gpu_info *out) {
+    for (size_t i = 0; i < p->ngpus; i++)
+        if (strcmp(p->gpus[i].fingerprint, fp) == 0) {
+            *out = p->gpus[i];
+            return 0;
+        }
+    int rc = tt_store_get_gpu(p->gst, fp, out);
+    if (rc < 0) return rc;
+    tt_gpu_info *g = realloc(p->gpus, (p->ngpus + 1) * sizeof *g);
+    if (!g) return TT_ERR_NOMEM;
+    p->gpus = g;
+    g[p->ngpus++] = *out;
+    return 0;
+}
+
 static int on_record(void *ud, const tt_record *rec) {
     pass *p = ud;
     tt_export *e = p->e;
+    if (__atomic_load_n(&e->cancel, __ATOMIC_RELAXED)) return TT_ERR_IO;
     if ((e->gpu[0] && strcmp(rec->key.gpu, e->gpu) != 0) || (e->rev[0] && strcmp(rec->key.rev, e->rev) != 0))
         return 0;
     if (!p->format) {
         p->n++;
-        for (size_t i = 0; i < p->nfps; i++)
-            if (strcmp(p->fps[i], rec->key.gpu) == 0) return 0;
-        char **f = realloc(p->fps, (p->nfps + 1) * sizeof *f);
-        if (!f || !(f[p->nfps] = strdup(rec->key.gpu))) {
-            if (f) p->fps = f;
-            return TT_ERR_NOMEM;
-        }
-        p->fps = f;
-        p->nfps++;
         return 0;
     }
     memset(&p->f, 0, sizeof p->f);
     p->f.kind = p->kind;
     p->f.rec = *rec;
-    size_t g = 0;
-    while (g < p->ngpus && strcmp(p->gpus[g].fingerprint, rec->key.gpu) != 0) g++;
-    if (g == p->ngpus) return TT_ERR_NOTFOUND; /* not in the snapshot's first pass */
-    p->f.gpu = p->gpus[g];
-    int n = tt_fleet_rec_format(&p->f, p->line, sizeof p->line - 1);
+    int n = gpu_of(p, rec->key.gpu, &p->f.gpu);
+    if (n == 0) n = tt_fleet_rec_format(&p->f, p->line, sizeof p->line - 1);
     if (n < 0) return p->rc = n;
     p->line[n++] = '\n';
     if (emit(e, p->line, (size_t)n) < 0) return TT_ERR_IO; /* cancelled */
@@ -147,43 +154,45 @@ static int each(tt_store *st, pass *p) {
     return rc;
 }
 
-static void export_json(tt_export *e, tt_store *st) {
+/* The records in the snapshot: counted by SQLite without filters, else
+ * by a pass that only counts. */
+static int count(tt_store *st, pass *p) {
+    if (p->e->gpu[0] || p->e->rev[0]) return each(st, p);
+    int64_t best = 0, meas = 0;
+    int rc = tt_store_count_best(st, &best);
+    if (rc == 0 && p->e->all) rc = tt_store_count_measurements(st, &meas);
+    p->n = best + meas;
+    return rc;
+}
+
+static void export_json(tt_export *e, tt_store *st, tt_store *gst) {
     pass p;
     memset(&p, 0, sizeof p);
     p.e = e;
+    p.gst = gst;
     int rc = tt_store_begin(st); /* one snapshot for the count and the lines */
-    if (rc == 0) rc = each(st, &p);
+    if (rc == 0) rc = count(st, &p);
+    if (rc == TT_ERR_IO) goto out; /* cancelled */
     if (rc < 0) {
         fail(e, TT_ERRC_DB, "export: %s", rc == TT_ERR_NOMEM ? "out of memory" : tt_store_errmsg(st));
         goto out;
     }
-    int64_t count = p.n;
-    if (!(p.gpus = calloc(p.nfps ? p.nfps : 1, sizeof *p.gpus))) {
-        fail(e, TT_ERRC_INTERNAL, "export: out of memory");
-        goto out;
-    }
-    for (; p.ngpus < p.nfps; p.ngpus++)
-        if ((rc = tt_store_get_gpu(st, p.fps[p.ngpus], &p.gpus[p.ngpus])) < 0) {
-            fail(e, TT_ERRC_DB, "export: %s", tt_store_errmsg(st));
-            goto out;
-        }
+    int64_t total = p.n;
     char head[128];
-    int n = snprintf(head, sizeof head, "OK format=json records=%lld lines=%lld\n", (long long)count, (long long)count);
+    int n = snprintf(head, sizeof head, "OK format=json records=%lld lines=%lld\n", (long long)total, (long long)total);
     if (emit(e, head, (size_t)n) < 0) goto out;
     e->header_sent = 1;
     p.format = 1;
     p.n = 0;
     rc = each(st, &p);
     if (rc == TT_ERR_IO) goto out; /* cancelled */
-    if (rc < 0 || p.n != count) {
+    if (rc < 0 || p.n != total) {
         fail(e, TT_ERRC_INTERNAL, "export: record %lld cannot be written (%s)", (long long)p.n + 1,
              tt_strerror(p.rc < 0 ? p.rc : rc));
         goto out;
     }
 out:
     tt_store_rollback(st);
-    for (size_t i = 0; i < p.nfps; i++) free(p.fps[i]);
-    free(p.fps);
     free(p.gpus);
 }
 
@@ -242,9 +251,15 @@ static void *export_main(void *arg) {
     tt_export *e = arg;
     tt_store *st = NULL;
     char err[512];
-    if (tt_store_open_reader(e->db_path, &st, err, sizeof err) < 0) fail(e, TT_ERRC_DB, "export: %s", err);
+    /* behind the loop for the CPU: lookups first (Linux: per thread) */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+    tt_store *gst = NULL;
+    if (tt_store_open_reader(e->db_path, &st, err, sizeof err) < 0 ||
+        (!e->sqlite && tt_store_open_reader(e->db_path, &gst, err, sizeof err) < 0))
+        fail(e, TT_ERRC_DB, "export: %s", err);
     else if (e->sqlite) export_sqlite(e, st);
-    else export_json(e, st);
+    else export_json(e, st, gst);
+    tt_store_close(gst);
     tt_store_close(st);
     if (e->chunk.len && !e->broken) hand_over(e);
     pthread_mutex_lock(&e->mu);
@@ -282,17 +297,45 @@ static void release(tt_export *e) {
         tt_export *n = pending_head;
         pending_head = n->next_pending;
         if (!pending_head) pending_tail = NULL;
+        if (n->alive && !n->alive(n->wake_ud)) {
+            /* its client hung up while it waited: no pass over the
+             * database for nobody (the connection closes) */
+            pthread_mutex_lock(&n->mu);
+            n->done = n->broken = 1;
+            pthread_mutex_unlock(&n->mu);
+            uv_async_send(&n->async);
+            continue;
+        }
         start(n);
     }
 }
 
+static void on_closed(uv_handle_t *h);
+
+/* The thread has ended or is about to (done is its last act): join it,
+ * hand its slot on, close the handle (which frees the export). */
+static void finish(tt_export *e) {
+    if (e->started) pthread_join(e->th, NULL);
+    e->started = 0;
+    release(e);
+    uv_close((uv_handle_t *)&e->async, on_closed);
+}
+
 static void on_async(uv_async_t *h) {
     tt_export *e = h->data;
+    if (e->orphan) {
+        pthread_mutex_lock(&e->mu);
+        int done = e->done;
+        pthread_mutex_unlock(&e->mu);
+        if (done && !uv_is_closing((uv_handle_t *)&e->async)) finish(e);
+        return;
+    }
     if (e->wake) e->wake(e->wake_ud);
 }
 
-void tt_export_set_wake(tt_export *e, void (*wake)(void *ud), void *ud) {
+void tt_export_set_wake(tt_export *e, void (*wake)(void *ud), int (*alive)(void *ud), void *ud) {
     e->wake = wake;
+    e->alive = alive;
     e->wake_ud = ud;
 }
 
@@ -322,15 +365,11 @@ static void on_closed(uv_handle_t *h) {
     free(e);
 }
 
+/* Never waits for the thread (that could hold the loop for a whole pass
+ * over the database): a running one is told to stop and left to end; the
+ * loop frees the export when it has (on_async). */
 void tt_export_free(tt_export *e) {
     if (!e) return;
-    if (e->started) {
-        pthread_mutex_lock(&e->mu);
-        e->cancel = 1;
-        pthread_cond_broadcast(&e->cv);
-        pthread_mutex_unlock(&e->mu);
-        pthread_join(e->th, NULL);
-    }
     /* out of the waiting list, if it is there */
     for (tt_export **p = &pending_head, *prev = NULL; *p; prev = *p, p = &(*p)->next_pending)
         if (*p == e) {
@@ -338,8 +377,16 @@ void tt_export_free(tt_export *e) {
             if (pending_tail == e) pending_tail = prev;
             break;
         }
-    release(e);
-    uv_close((uv_handle_t *)&e->async, on_closed);
+    int done = 1;
+    if (e->started) {
+        pthread_mutex_lock(&e->mu);
+        __atomic_store_n(&e->cancel, 1, __ATOMIC_RELAXED);
+        e->orphan = 1;
+        done = e->done;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+    }
+    if (done) finish(e);
 }
 
 #define ERR(code, ...) tt_handle_error(x, out, TT_ERRC_##code, __VA_ARGS__)

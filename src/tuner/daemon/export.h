@@ -24,8 +24,10 @@ typedef struct tt_export tt_export;
 /* EXPORT's request: s->export is set to a running export, or an ERR is
  * appended to out. */
 void tt_handle_export(tt_hctx *x, tt_session *s, const tt__msg *m, tt_buf *out);
-/* Called on the loop when more of the reply is ready (or it ended). */
-void tt_export_set_wake(tt_export *e, void (*wake)(void *ud), void *ud);
+/* wake: called on the loop when more of the reply is ready (or it
+ * ended). alive: whether the client is still there (asked before a
+ * waiting export gets its thread; 0 drops it as broken). */
+void tt_export_set_wake(tt_export *e, void (*wake)(void *ud), int (*alive)(void *ud), void *ud);
 /* Moves the bytes ready into out. 0: more to come; 1: the reply is whole
  * (free the export); -1: it broke after its header was sent (free it and
  * close the connection: the body cannot be completed). */
