@@ -35,17 +35,22 @@ cleanup() {
 trap cleanup EXIT
 
 "$SEEDER" seed "$T/tt.db" "$RECORDS" >/dev/null
-"$DAEMON" --socket "$T/tt.sock" --db "$T/tt.db" --worker "" --log-level info 2>"$T/daemon.log" &
-DPID=$!
-for _ in $(seq 100); do "$CLI" --socket "$T/tt.sock" --timeout 200 ping >/dev/null 2>&1 && break; sleep 0.1; done
-chmod 666 "$T/tt.sock"
+start_daemon() {
+  "$DAEMON" --socket "$T/tt.sock" --db "$T/tt.db" --worker "" --log-level info 2>>"$T/daemon.log" &
+  DPID=$!
+  for _ in $(seq 100); do "$CLI" --socket "$T/tt.sock" --timeout 200 ping >/dev/null 2>&1 && break; sleep 0.1; done
+  chmod 666 "$T/tt.sock"
+}
 rss() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$DPID/status"; }
 PY=${PY:-/usr/bin/python3}
 # exec: backgrounded, $! is then the attacker itself, which reports its
 # counts on SIGTERM
 as_nobody() { exec setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 
+# each attack against a fresh daemon: what one leaves behind (a loop
+# still busy, memory held) is not counted against the next
 for attack in $ATTACKS; do
+  start_daemon
   APID=
   before_refused=$(grep -c "refused" "$T/daemon.log" || true)
   case $attack in
@@ -82,5 +87,9 @@ for attack in $ATTACKS; do
   fi
   extra="$extra log_refused_lines=$(($(grep -c "refused" "$T/daemon.log" || true) - before_refused))"
   echo "label=$LABEL attack=$attack $line $extra took_s=$SECONDS"
-  sleep 2
+  kill -9 "$DPID" 2>/dev/null || true
+  wait "$DPID" 2>/dev/null || true
+  DPID=
+  rm -f "$T/tt.sock"
+  sleep 1
 done

@@ -17,9 +17,13 @@ counts = {"sent": 0, "ok": 0, "err": 0, "busy": 0, "refused_connect": 0, "export
 stop = False
 
 
+def report():
+    print(" ".join(f"{k}={v}" for k, v in counts.items()), flush=True)
+    sys.exit(0)
+
+
 def on_term(*_):
-    global stop
-    stop = True
+    report()  # even from inside a blocked send (a daemon that stopped reading)
 
 
 signal.signal(signal.SIGTERM, on_term)
@@ -33,16 +37,20 @@ def conn():
     return s
 
 
-def report():
-    print(" ".join(f"{k}={v}" for k, v in counts.items()), flush=True)
-    sys.exit(0)
-
-
 def lines(f, k):
     for _ in range(k):
         line = f.readline()
         if not line:
             raise EOFError
+        yield line
+
+
+def replies(f, k):
+    """k replies, each with the body its lines=N announces."""
+    for line in lines(f, k):
+        if line.startswith(b"OK") and b" lines=" in line:
+            for _ in lines(f, int(line.split(b" lines=")[1].split()[0])):
+                pass
         yield line
 
 
@@ -96,7 +104,7 @@ try:
             batch = [rnd.choice(verbs if mode == "refuse-flood" else junk) for _ in range(100)]
             s.sendall(b"".join(b + b"\n" for b in batch))
             counts["sent"] += len(batch)
-            for line in lines(f, len(batch)):
+            for line in replies(f, len(batch)):
                 counts["ok" if line.startswith(b"OK") else "err"] += 1
     while not stop and mode in ("hold-export", "slots"):
         time.sleep(0.2)
