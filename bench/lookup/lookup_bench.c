@@ -48,7 +48,30 @@ static int die(const char *what, const char *detail) {
 
 /* ---- seed ------------------------------------------------------------------ */
 
-static int cmd_seed(const char *db) {
+/* A winner of the benchmark's kernel revision: key and tflops given, the
+ * rest fixed. */
+static tt_record bench_record(tt_dtype dt, int32_t hdim, int causal, int64_t seqlen, const char *gpu, double tflops) {
+    tt_record r;
+    tt_record_init(&r);
+    r.key.dtype = dt;
+    r.key.head_dim = hdim;
+    r.key.causal = causal;
+    r.key.seqlen_q = r.key.seqlen_k = seqlen;
+    strcpy(r.key.gpu, gpu);
+    strcpy(r.key.rev, BENCH_REV);
+    tt_config_default_v2(&r.key, &r.config);
+    r.batch = 4;
+    r.heads = 16;
+    r.time_ms = 1.0;
+    r.reps = 10;
+    r.tflops = tflops;
+    r.status = TT_MEAS_OK;
+    r.measured_at = 1700000000;
+    strcpy(r.node, "bench");
+    return r;
+}
+
+static int cmd_seed(const char *db, long extra) {
     char err[256];
     tt_store *s;
     if (tt_store_open(db, &s, err, sizeof err) < 0) return die("cannot open the database", err);
@@ -66,26 +89,27 @@ static int cmd_seed(const char *db) {
         for (size_t h = 0; rc == 0 && h < sizeof hdims / sizeof hdims[0]; h++)
             for (int causal = 0; rc == 0 && causal < 2; causal++)
                 for (size_t i = 0; rc == 0 && i < sizeof tuned_seqlens / sizeof tuned_seqlens[0]; i++) {
-                    tt_record r;
-                    tt_record_init(&r);
-                    r.key.dtype = (tt_dtype)d;
-                    r.key.head_dim = hdims[h];
-                    r.key.causal = causal;
-                    r.key.seqlen_q = r.key.seqlen_k = tuned_seqlens[i];
-                    strcpy(r.key.gpu, BENCH_GPU);
-                    strcpy(r.key.rev, BENCH_REV);
-                    tt_config_default_v2(&r.key, &r.config);
-                    r.batch = 4;
-                    r.heads = 16;
-                    r.time_ms = 1.0;
-                    r.reps = 10;
-                    r.tflops = 300.0 + (double)i;
-                    r.status = TT_MEAS_OK;
-                    r.measured_at = 1700000000;
-                    strcpy(r.node, "bench");
+                    tt_record r = bench_record((tt_dtype)d, hdims[h], causal, tuned_seqlens[i], BENCH_GPU,
+                                               300.0 + (double)i);
                     rc = tt_store_put_best(s, &r);
                     n++;
                 }
+    /* extra: a large table for the export attacks (bench/lookup/attack.sh)
+     * and the kill -9 runs (kill9.sh), fp16 hdim 64 keys of a GPU of their
+     * own whose fingerprint is real (so the records import elsewhere),
+     * each a winner with its measurement, in one transaction */
+    tt_gpu_info xg = g;
+    strcpy(xg.name, "import GPU");
+    tt_gpu_fingerprint(xg.name, xg.cc_major, xg.cc_minor, xg.sm_count, xg.mem_bytes, xg.fingerprint);
+    if (rc == 0 && extra > 0) rc = tt_store_put_gpu(s, &xg);
+    if (rc == 0 && extra > 0) rc = tt_store_begin(s);
+    for (long i = 0; rc == 0 && i < extra; i++) {
+        tt_record r = bench_record(TT_DTYPE_FP16, 64, (int)(i & 1), 1 + i / 2, xg.fingerprint, 100.0 + (double)(i % 100));
+        int became;
+        rc = tt_store_add_measurement(s, &r, &became);
+        n++;
+    }
+    if (rc == 0 && extra > 0) rc = tt_store_commit(s);
     if (rc < 0) die("cannot seed", tt_store_errmsg(s));
     tt_store_close(s);
     if (rc == 0) printf("seeded %d winners for gpu=%s rev=%s\n", n, BENCH_GPU, BENCH_REV);
@@ -306,13 +330,14 @@ static int cmd_cache(const char *path, long iters, const char *thread_list) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 3 && strcmp(argv[1], "seed") == 0) return cmd_seed(argv[2]);
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "seed") == 0)
+        return cmd_seed(argv[2], argc == 4 ? atol(argv[3]) : 0);
     if (argc == 5 && strcmp(argv[1], "socket") == 0)
         return cmd_socket(argv[2], atoi(argv[3]), atol(argv[4]));
     if ((argc == 4 || argc == 5) && strcmp(argv[1], "cache") == 0)
         return cmd_cache(argv[2], atol(argv[3]), argc == 5 ? argv[4] : "1,2");
     fprintf(stderr,
-            "usage: tt_lookup_bench seed DB\n"
+            "usage: tt_lookup_bench seed DB [EXTRA]\n"
             "       tt_lookup_bench socket SOCKET CLIENTS REQUESTS\n"
             "       tt_lookup_bench cache SOCKET ITERATIONS [THREADS,...]   (default 1,2)\n");
     return 2;

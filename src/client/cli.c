@@ -55,6 +55,12 @@ int cli_request_raw(cli *c, const char *line, tt__reply *r) {
         if (rc < 0) return cli_fail("%s", err);
     }
     rc = tt__conn_request(c->conn, line, r, deadline, err, sizeof err);
+    /* what the daemon sent reaches a terminal: no control characters */
+    tt__sanitize_text(err);
+    if (rc == 0) {
+        tt__sanitize_text((char *)r->message);
+        for (int i = 0; i < r->nbody; i++) tt__sanitize_text(r->body[i]);
+    }
     if (rc == TT_ERR_TIMEOUT) return cli_fail("%s (waited %d ms; see --timeout)", err, c->timeout_ms);
     if (rc < 0) return cli_fail("%s", err);
     return 0;

@@ -232,9 +232,11 @@ static int cmd_lookup(cli *c) {
     const char *match = tt__msg_get(&r.msg, "match"), *cfg = tt__msg_get(&r.msg, "config");
     const char *sq = tt__msg_get(&r.msg, "seqlen_q"), *sk = tt__msg_get(&r.msg, "seqlen_k");
     const char *tf = tt__msg_get(&r.msg, "tflops"), *grp = tt__msg_get(&r.msg, "group");
-    if (!match || !cfg || !sq || !sk) {
+    tt_lookup_result res;
+    if (!match || !cfg || !sq || !sk || tt__lookup_reply_parse(&r.msg, &res) < 0) {
         tt__reply_free(&r);
-        return cli_fail("the daemon's LOOKUP reply lacks match, config or seqlens");
+        return cli_fail("the daemon's LOOKUP reply is not one the library would accept (a field missing or out "
+                        "of range)");
     }
     if (cli_opt_val(c, "json")) {
         json_t *o = json_object();

@@ -275,32 +275,6 @@ static int ensure_conn(tt_client *c, int64_t deadline) {
 
 _Static_assert(TT_PROTOCOL_VERSION == 1, "HELLO above asks for proto=1");
 
-/* Fills *res from a LOOKUP reply's fields; TT_ERR_PROTO if any is wrong. */
-static int parse_lookup(const tt__msg *m, tt_lookup_result *res) {
-    tt_lookup_result r;
-    memset(&r, 0, sizeof r);
-    const char *s = tt__msg_get(m, "match");
-    if (!s) return TT_ERR_PROTO;
-    if (strcmp(s, "exact") == 0) r.match = TT_MATCH_EXACT;
-    else if (strcmp(s, "nearest") == 0) r.match = TT_MATCH_NEAREST;
-    else if (strcmp(s, "default") == 0) r.match = TT_MATCH_DEFAULT;
-    else return TT_ERR_PROTO;
-    if (!(s = tt__msg_get(m, "config")) || tt_config_parse(s, &r.config) < 0) return TT_ERR_PROTO;
-    if (tt__parse_i64(tt__msg_get(m, "seqlen_q"), 1, TT_SEQLEN_MAX, &r.seqlen_q) < 0 ||
-        tt__parse_i64(tt__msg_get(m, "seqlen_k"), 1, TT_SEQLEN_MAX, &r.seqlen_k) < 0)
-        return TT_ERR_PROTO;
-    int64_t g = 1;
-    if ((s = tt__msg_get(m, "group")) && tt__parse_i64(s, 1, TT_GROUP_MAX, &g) < 0) return TT_ERR_PROTO;
-    r.group = (int32_t)g;
-    if ((s = tt__msg_get(m, "tflops"))) {
-        char *end;
-        r.tflops = strtod(s, &end);
-        if (*end || !(r.tflops >= 0)) return TT_ERR_PROTO;
-    }
-    *res = r;
-    return 0;
-}
-
 /* The daemon's verdict that the key itself is bad: the caller's error,
  * returned as is. Every other failure is the daemon's, and gets the
  * fallback. */
@@ -352,7 +326,7 @@ static int ask(tt_client *c, const tt_key_v2 *key, tt_lookup_result *res, int64_
             failed(c, close_conn, rc);
             return 1;
         }
-        rc = parse_lookup(&r.msg, res);
+        rc = tt__lookup_reply_parse(&r.msg, res);
         tt__reply_free(&r);
         if (rc < 0) {
             failed(c, 1, rc);

@@ -1,4 +1,6 @@
 #include "client/conn.h"
+#include "common/key.h"
+#include "common/wire.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -287,4 +289,38 @@ int tt__conn_request(tt__conn *c, const char *request, tt__reply *r, int64_t dea
     int rc = tt__conn_send(c, line, n + 1, deadline, err, errlen);
     if (rc < 0) return rc;
     return tt__conn_read_reply(c, r, deadline, err, errlen);
+}
+
+/* Fills *res from a LOOKUP reply's fields; TT_ERR_PROTO if any is wrong. */
+int tt__lookup_reply_parse(const tt__msg *m, tt_lookup_result *res) {
+    tt_lookup_result r;
+    memset(&r, 0, sizeof r);
+    const char *s = tt__msg_get(m, "match");
+    if (!s) return TT_ERR_PROTO;
+    if (strcmp(s, "exact") == 0) r.match = TT_MATCH_EXACT;
+    else if (strcmp(s, "nearest") == 0) r.match = TT_MATCH_NEAREST;
+    else if (strcmp(s, "default") == 0) r.match = TT_MATCH_DEFAULT;
+    else return TT_ERR_PROTO;
+    if (!(s = tt__msg_get(m, "config")) || tt_config_parse(s, &r.config) < 0) return TT_ERR_PROTO;
+    if (tt__parse_i64(tt__msg_get(m, "seqlen_q"), 1, TT_SEQLEN_MAX, &r.seqlen_q) < 0 ||
+        tt__parse_i64(tt__msg_get(m, "seqlen_k"), 1, TT_SEQLEN_MAX, &r.seqlen_k) < 0)
+        return TT_ERR_PROTO;
+    int64_t g = 1;
+    if ((s = tt__msg_get(m, "group")) && tt__parse_i64(s, 1, TT_GROUP_MAX, &g) < 0) return TT_ERR_PROTO;
+    r.group = (int32_t)g;
+    if ((s = tt__msg_get(m, "tflops"))) {
+        char *end;
+        r.tflops = strtod(s, &end);
+        if (*end || !(r.tflops >= 0)) return TT_ERR_PROTO;
+    }
+    *res = r;
+    return 0;
+}
+
+void tt__sanitize_text(char *s) {
+    if (!s) return;
+    for (unsigned char *p = (unsigned char *)s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) *p = '?';
+        else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) p[0] = p[1] = '?'; /* C1: U+0080..U+009F */
+    }
 }

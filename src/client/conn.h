@@ -84,4 +84,13 @@ int tt__conn_request(tt__conn *c, const char *request, tt__reply *r, int64_t dea
                      size_t errlen);
 void tt__reply_free(tt__reply *r);
 
+/* Fills *res from a LOOKUP reply's fields; TT_ERR_PROTO if any is
+ * missing or implausible (an unknown match, a config out of the knobs'
+ * ranges, seqlens out of range, tflops not a non-negative number). The
+ * library and the CLI both judge replies by it. */
+int tt__lookup_reply_parse(const tt__msg *m, tt_lookup_result *res);
+/* Replaces control characters (C0, DEL, C1) in daemon text with '?', so
+ * a daemon cannot send escape sequences to a terminal. */
+void tt__sanitize_text(char *s);
+
 #endif

@@ -26,10 +26,11 @@ typedef struct tt__msg {
 } tt__msg;
 
 /*
- * Splits one line ("VERB key=value ...", without its '\n'; a trailing '\r'
- * is dropped) into a verb and fields, writing NULs into `line`. Rejects
- * lines over TT_LINE_MAX, embedded NUL, invalid UTF-8, control characters,
- * a verb not [A-Z]+, a field not key=value (key [a-z0-9_]+, value
+ * Splits one line ("VERB key=value ...", without its '\n' and the '\r'
+ * before it, which the reader drops) into a verb and fields, writing NULs
+ * into `line`. Rejects
+ * lines over TT_LINE_MAX, embedded NUL, invalid UTF-8, control characters
+ * (a second '\r' too), anything before the verb, a verb not [A-Z]+, a field not key=value (key [a-z0-9_]+, value
  * non-empty), duplicate keys and more than TT_FIELDS_MAX fields.
  * Returns 0, or TT_ERR_PROTO with *err set to a static message.
  */
@@ -38,14 +39,59 @@ int tt__proto_parse(char *line, size_t len, tt__msg *out, const char **err);
 /* The value of field `key`, or NULL. */
 const char *tt__msg_get(const tt__msg *m, const char *key);
 
-/* Every field is in `allowed` and every key in `required` is present (both
- * NULL-terminated lists; NULL = none). Else TT_ERR_INVAL and a message
- * naming the field. */
-int tt__msg_check(const tt__msg *m, const char *const *allowed, const char *const *required,
-                  char *err, size_t errlen);
+/*
+ * A verb's fields, declared once: name, type, range, required, default,
+ * and where the value goes in the verb's request struct. tt__fields_decode
+ * checks a parsed request against the table and fills the struct, so a
+ * handler reads typed values and never the raw fields.
+ */
+#define TT_LIST_MAX 64 /* values of one list field */
 
-/* Strict decimal integer within [min, max]: no sign but '-', no spaces,
- * no trailing junk. TT_ERR_INVAL if not a number, TT_ERR_RANGE if out. */
+typedef enum tt__ftype {
+    TT_FT_INT,      /* int64_t in [min, max]; absent: def */
+    TT_FT_HEX,      /* char[TT_ID_MAX]: 1..32 lower-case hex digits; absent: "" */
+    TT_FT_DTYPE,    /* int (tt_dtype): fp16 or bf16 */
+    TT_FT_WORD,     /* int: the index of the value in `words`; absent: def */
+    TT_FT_ENUM,     /* int: what `parse` makes of it (< 0: not one); absent: def */
+    TT_FT_INTS,     /* tt__ints: comma-separated int64_t in [min, max] */
+    TT_FT_DTYPES,   /* tt__ints of tt_dtype values */
+    TT_FT_TEXT,     /* const char *: the value as sent (NULL when absent) */
+} tt__ftype;
+
+typedef struct tt__ints {
+    int n;
+    int64_t v[TT_LIST_MAX];
+} tt__ints;
+
+typedef struct tt__fspec {
+    const char *name;
+    tt__ftype type;
+    int required;
+    int64_t min, max, def;
+    const char *const *words; /* TT_FT_WORD (NULL-terminated); TT_FT_ENUM: words[0] names the set */
+    int (*parse)(const char *s, int *out); /* TT_FT_ENUM */
+    size_t off;               /* offsetof the value in the request struct */
+} tt__fspec;
+
+/* Field `i` of the table was present: bit i of the mask. */
+#define TT_HAS(mask, i) (((mask) >> (i)) & 1u)
+
+/*
+ * Fills `req` from `m` by the table (at most 32 fields). Checks, in this
+ * order: every field is in the table (TT_ERR_INVAL, "unknown field"),
+ * every required one is present (TT_ERR_INVAL), then each value in table
+ * order: a number that is not one or out of range, or a bad list item
+ * (TT_ERR_RANGE), a hex id that is not one (TT_ERR_INVAL), a dtype or word
+ * not in its set (TT_ERR_UNSUPPORTED). The message names the field.
+ * *present gets a bit per table entry that was sent.
+ */
+int tt__fields_decode(const tt__msg *m, const tt__fspec *spec, int nspec, void *req, uint32_t *present,
+                      char *err, size_t errlen);
+
+/* Strict decimal integer within [min, max], as docs/protocol.md writes a
+ * number: "0" or an optional '-' and digits without a leading zero (no
+ * "+", "-0", "007", spaces or trailing junk). TT_ERR_INVAL if not a
+ * number, TT_ERR_RANGE if out. */
 int tt__parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 
 /* A key from LOOKUP-style fields: dtype, hdim, causal (0, 1, 2; default
@@ -61,7 +107,5 @@ int tt__key_format(const tt_key_v2 *key, char *buf, size_t len);
 /* An "ERR <code> <message>" reply: points at the code word and the message
  * (both inside `line`, which gets a NUL after the code). 0 or TT_ERR_PROTO. */
 int tt__reply_err(char *line, const char **code, const char **message);
-/* The TT_ERR_* status a daemon error code word maps to. */
-int tt__err_from_code(const char *code);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "common/fail.h"
+#include "common/wire.h"
 #include "tiletune.h"
 
 int tt__fail(int code, char *err, size_t errlen, const char *fmt, ...) {
@@ -43,10 +44,6 @@ const char *tt_strerror(int code) {
 }
 
 const char *tt_match_name(tt_match m) {
-    switch (m) {
-    case TT_MATCH_EXACT: return "exact";
-    case TT_MATCH_NEAREST: return "nearest";
-    case TT_MATCH_DEFAULT: return "default";
-    }
-    return "unknown";
+    const char *s = tt__match_word((int)m);
+    return s ? s : "unknown";
 }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fail.h"
 #include "kernels/cuda_api.h"
 #include "common/hash.h"
 #include "tiletune.h"
@@ -47,6 +48,53 @@ static int mkdirs(const char *path) {
     return 0;
 }
 
+/*
+ * The trust rule (docs/operations.md, "The compiled-kernel cache"): an
+ * entry is code the worker loads onto the GPU, so only this uid may be
+ * able to write it. The directory must be ours and writable by nobody
+ * else (group/other write bits on a directory we own are removed, with a
+ * warning in err); every directory above it must belong to root or to us
+ * and be writable by others only with the sticky bit (/tmp), or another
+ * user could swap the whole directory.
+ */
+static int check_dir(const char *path, char *err, size_t errlen) {
+    uid_t me = geteuid();
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return tt__fail(TT_ERR_IO, err, errlen, "cache directory %s: %s", path, strerror(errno));
+    if (st.st_uid != me)
+        return tt__fail(TT_ERR_PERM, err, errlen,
+                        "cache directory %s belongs to uid %d, not to this process's uid %d: not trusted", path,
+                        (int)st.st_uid, (int)me);
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *slash = strrchr(buf, '/'); slash; slash = strrchr(buf, '/')) {
+        if (slash == buf) slash[1] = '\0';
+        else *slash = '\0';
+        struct stat a;
+        if (stat(buf, &a) < 0)
+            return tt__fail(TT_ERR_IO, err, errlen, "cache directory's parent %s: %s", buf, strerror(errno));
+        if (a.st_uid != 0 && a.st_uid != me)
+            return tt__fail(TT_ERR_PERM, err, errlen,
+                            "cache directory %s lies under %s, which belongs to uid %d: not trusted", path, buf,
+                            (int)a.st_uid);
+        if ((a.st_mode & (S_IWGRP | S_IWOTH)) && !(a.st_mode & S_ISVTX))
+            return tt__fail(TT_ERR_PERM, err, errlen,
+                            "cache directory %s lies under %s, which others may write (mode %03o): not trusted",
+                            path, buf, (unsigned)(a.st_mode & 0777));
+        if (slash == buf) break;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        mode_t fixed = st.st_mode & 07755 & ~(mode_t)(S_IWGRP | S_IWOTH);
+        if (chmod(path, fixed) < 0)
+            return tt__fail(TT_ERR_PERM, err, errlen, "cache directory %s is writable by others (mode %03o): %s",
+                            path, (unsigned)(st.st_mode & 0777), strerror(errno));
+        tt__fail(0, err, errlen, "warning: cache directory %s was writable by others (mode %03o); now %03o", path,
+                 (unsigned)(st.st_mode & 0777), (unsigned)(fixed & 0777));
+    }
+    return 0;
+}
+
 int tt__cubin_cache_dir(const char *dir, char *out, size_t outlen, char *err, size_t errlen) {
     char path[4096];
     const char *env = getenv(TT_CUBIN_CACHE_DIR_ENV);
@@ -63,6 +111,9 @@ int tt__cubin_cache_dir(const char *dir, char *out, size_t outlen, char *err, si
     errno = 0;
     if (mkdirs(path) < 0)
         return tt__fail(TT_ERR_IO, err, errlen, "cache directory %s: %s", path, strerror(errno));
+    if (err && errlen) err[0] = '\0';
+    int rc = check_dir(path, err, errlen);
+    if (rc < 0) return rc;
     memcpy(out, path, (size_t)w + 1);
     return 0;
 }
@@ -107,8 +158,13 @@ int tt__cubin_cache_get(const char *dir, const char *key, const char *ident, voi
     char path[4200];
     if (tt__cubin_cache_path(dir, key, path, sizeof path) < 0) return TT_ERR_RANGE;
     /* O_NONBLOCK: a FIFO at the entry's path must not block the open (a
-     * compile thread would wait forever); it fails the S_ISREG check */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+     * compile thread would wait forever); it fails the S_ISREG check.
+     * O_NOFOLLOW: a symlink is never an entry (it could name any file). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0 && errno == ELOOP) {
+        unlink(path);
+        return TT_ERR_CORRUPT;
+    }
     if (fd < 0) return errno == ENOENT ? TT_ERR_NOTFOUND : TT_ERR_IO;
     int rc = TT_ERR_CORRUPT;
     char *id = NULL;
@@ -117,6 +173,8 @@ int tt__cubin_cache_get(const char *dir, const char *key, const char *ident, voi
     entry_header h;
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof h) goto done;
+    /* only this uid's entries: the checksum is public, anyone can make one */
+    if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) goto done;
     if (read_all(fd, &h, sizeof h) < 0) goto done;
     if (memcmp(h.magic, CACHE_MAGIC, sizeof h.magic) != 0) goto done;
     if (h.ident_len != ident_len || h.payload_len > ENTRY_MAX) goto done;

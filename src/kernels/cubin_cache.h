@@ -23,7 +23,10 @@
  * The cache directory, created (mode 0700) if missing: `dir` when non-NULL
  * and non-empty, else $TILETUNE_CACHE_DIR, else $XDG_CACHE_HOME/tiletune,
  * else $HOME/.cache/tiletune. TT_ERR_IO with a message when it cannot be
- * created.
+ * created; TT_ERR_PERM when it is not trusted: not owned by this uid, or
+ * under a directory another user owns or may write (without the sticky
+ * bit). A directory of ours that others may write is repaired (chmod
+ * go-w) and err says so while 0 is returned.
  */
 int tt__cubin_cache_dir(const char *dir, char *out, size_t outlen, char *err, size_t errlen);
 
@@ -31,7 +34,8 @@ int tt__cubin_cache_dir(const char *dir, char *out, size_t outlen, char *err, si
  * Reads the entry `key` (a file-name-safe string) whose identity must equal
  * `ident`. Returns 0 and a malloc'ed payload (the caller frees it),
  * TT_ERR_NOTFOUND when there is no entry, or TT_ERR_CORRUPT when there was
- * an entry that failed a check; that entry has been removed.
+ * an entry that failed a check (including: a symlink, not owned by this
+ * uid, writable by group or others); that entry has been removed.
  */
 int tt__cubin_cache_get(const char *dir, const char *key, const char *ident, void **payload,
                   size_t *len);

@@ -150,6 +150,41 @@ TEST(json_keeps_hex_ids_strings) {
     fake_stop(f);
 }
 
+static const char *hostile(fake_daemon *f, const char *line) {
+    (void)f;
+    if (strncmp(line, "STATS", 5) == 0) return "OK lines=2\nrequests_ping\x1b[2J\x1b]0;owned\x07 1\nx\xc2\x9b" "31m 2\n";
+    if (strncmp(line, "LOOKUP", 6) == 0 && strstr(line, "seqlen_q=1 "))
+        return "OK match=exact config=family=mma,block_m=999999999,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1 "
+               "seqlen_q=1 seqlen_k=1 tflops=1\n";
+    if (strncmp(line, "LOOKUP", 6) == 0)
+        return "OK match=exact config=" CFG " seqlen_q=2 seqlen_k=2 tflops=nan\n";
+    if (strncmp(line, "FORGET", 6) == 0) return "ERR db disk \x1b[31mred\x1b[0m\n";
+    return "ERR verb unknown verb\n";
+}
+
+/* What a daemon (or whatever listens on the socket) sends never reaches
+ * the terminal as control characters, and a LOOKUP reply the library
+ * would refuse is refused here too (it printed block_m=999999999 and
+ * tflops=nan and exited 0). */
+TEST(daemon_text_is_sanitised_and_lookups_checked) {
+    fake_daemon *f = fake_start(FAKE_SERVE, hostile);
+    cli_result r;
+    cli(&r, "--socket", f->path, "stats", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT(strchr(r.out, '\x1b') == NULL && strchr(r.out, '\x07') == NULL && strstr(r.out, "\xc2\x9b") == NULL);
+    ASSERT_CONTAINS(r.out, "requests_ping?[2J");
+    cli(&r, "--socket", f->path, "forget", "--seqlen", "1", "--hdim", "128", "--dtype", "fp16", "--gpu", "0a", NULL);
+    ASSERT_EQ(r.rc, 1);
+    ASSERT(strchr(r.err, '\x1b') == NULL);
+    ASSERT_CONTAINS(r.err, "?[31mred");
+    cli(&r, "--socket", f->path, "lookup", "--seqlen", "1", "--hdim", "128", "--dtype", "fp16", NULL);
+    ASSERT_EQ(r.rc, 1);
+    ASSERT_CONTAINS(r.err, "not one the library would accept");
+    cli(&r, "--socket", f->path, "lookup", "--seqlen", "2", "--hdim", "128", "--dtype", "fp16", NULL);
+    ASSERT_EQ(r.rc, 1);
+    fake_stop(f);
+}
+
 TEST(help_exits_0) {
     cli_result r;
     cli(&r, "--help", NULL);

@@ -1,6 +1,8 @@
+#include <stddef.h>
 #include <string.h>
 
 #include "common/proto.h"
+#include "common/wire.h"
 #include "tt_test.h"
 
 static int parse(const char *text, tt__msg *m, const char **err) {
@@ -13,7 +15,7 @@ static int parse(const char *text, tt__msg *m, const char **err) {
 TEST(splits_verb_and_fields) {
     tt__msg m;
     const char *err;
-    ASSERT_OK(parse("LOOKUP dtype=fp16  hdim=128 seqlen_q=1024\r", &m, &err));
+    ASSERT_OK(parse("LOOKUP dtype=fp16  hdim=128 seqlen_q=1024", &m, &err));
     ASSERT_STREQ(m.verb, "LOOKUP");
     ASSERT_EQ(m.nfields, 3);
     ASSERT_STREQ(tt__msg_get(&m, "hdim"), "128");
@@ -117,17 +119,118 @@ TEST(key_errors_name_the_field) {
     }
 }
 
-TEST(field_check_reports_unknown_and_missing) {
+/* The reader drops the one '\r' before '\n'; a second one is a control
+ * character (both layers used to strip one, so "PING\r\r" was a PING). */
+TEST(carriage_return_is_the_readers_and_only_one) {
     tt__msg m;
     const char *err;
-    char e[128];
-    static const char *const allowed[] = {"job", NULL}, *const required[] = {"job", NULL};
-    ASSERT_OK(parse("CANCEL job=1 foo=2", &m, &err));
-    ASSERT_EQ(tt__msg_check(&m, allowed, required, e, sizeof e), TT_ERR_INVAL);
-    ASSERT_CONTAINS(e, "foo");
-    ASSERT_OK(parse("CANCEL", &m, &err));
-    ASSERT_EQ(tt__msg_check(&m, allowed, required, e, sizeof e), TT_ERR_INVAL);
-    ASSERT_CONTAINS(e, "missing field 'job'");
+    ASSERT_EQ(parse("PING\r", &m, &err), TT_ERR_PROTO);
+    ASSERT_EQ(parse("LOOKUP dtype=fp16\r", &m, &err), TT_ERR_PROTO);
+}
+
+/* docs/protocol.md: the verb starts the line; a number is 0 or digits
+ * without a leading zero, with an optional '-' (no -0, no +). */
+TEST(grammar_refuses_space_before_verb_and_odd_numbers) {
+    tt__msg m;
+    const char *err;
+    ASSERT_EQ(parse(" PING", &m, &err), TT_ERR_PROTO);
+    ASSERT_STREQ(err, "space before the verb");
+    int64_t v;
+    const char *bad[] = {"007", "00", "-0", "-007", "+1", " 1", "1 ", "", "-", "0x10", "1e3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (tt__parse_i64(bad[i], INT64_MIN, INT64_MAX, &v) != TT_ERR_INVAL) TT_FAIL_AT("accepted \"%s\"", bad[i]);
+    const char *good[] = {"0", "7", "-7", "10", "9223372036854775807", "-9223372036854775808"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        if (tt__parse_i64(good[i], INT64_MIN, INT64_MAX, &v) != 0) TT_FAIL_AT("refused \"%s\"", good[i]);
+    ASSERT_EQ(tt__parse_i64("9223372036854775808", INT64_MIN, INT64_MAX, &v), TT_ERR_RANGE);
+}
+
+typedef struct req_t {
+    int64_t job, all;
+    char gpu[TT_ID_MAX];
+    int fmt, dtype;
+    tt__ints hd;
+    const char *text;
+} req_t;
+static const tt__fspec spec[] = {
+    {"job", TT_FT_INT, 1, 1, 100, 0, NULL, NULL, offsetof(req_t, job)},
+    {"all", TT_FT_INT, 0, 0, 1, 7, NULL, NULL, offsetof(req_t, all)},
+    {"gpu", TT_FT_HEX, 0, 0, 0, 0, NULL, NULL, offsetof(req_t, gpu)},
+    {"format", TT_FT_WORD, 0, 0, 0, 0, (const char *const[]){"text", "prometheus", NULL}, NULL, offsetof(req_t, fmt)},
+    {"dtype", TT_FT_DTYPE, 0, 0, 0, 0, NULL, NULL, offsetof(req_t, dtype)},
+    {"hdim", TT_FT_INTS, 0, 1, 256, 0, NULL, NULL, offsetof(req_t, hd)},
+    {"note", TT_FT_TEXT, 0, 0, 0, 0, NULL, NULL, offsetof(req_t, text)},
+};
+#define NS ((int)(sizeof spec / sizeof spec[0]))
+
+static int decode(const char *line, req_t *r, uint32_t *has, char *e, size_t n) {
+    tt__msg m;
+    const char *err;
+    ASSERT_OK(parse(line, &m, &err));
+    return tt__fields_decode(&m, spec, NS, r, has, e, n);
+}
+
+TEST(field_table_fills_typed_request) {
+    req_t r;
+    uint32_t has;
+    char e[160];
+    ASSERT_OK(decode("X job=5 format=prometheus hdim=64,128 gpu=0a dtype=bf16 note=hi", &r, &has, e, sizeof e));
+    ASSERT_EQ(r.job, 5);
+    ASSERT_EQ(r.all, 7); /* the default */
+    ASSERT(!TT_HAS(has, 1) && TT_HAS(has, 0) && TT_HAS(has, 5));
+    ASSERT_EQ(r.fmt, 1);
+    ASSERT_EQ(r.dtype, TT_DTYPE_BF16);
+    ASSERT_EQ(r.hd.n, 2);
+    ASSERT_EQ(r.hd.v[1], 128);
+    ASSERT_STREQ(r.gpu, "0a");
+    ASSERT_STREQ(r.text, "hi");
+    ASSERT_OK(decode("X job=1", &r, &has, e, sizeof e));
+    ASSERT_STREQ(r.gpu, "");
+    ASSERT(r.text == NULL);
+    ASSERT_EQ(r.hd.n, 0);
+}
+
+TEST(field_table_errors_name_the_field) {
+    req_t r;
+    uint32_t has;
+    char e[160];
+    struct {
+        const char *line;
+        int rc;
+        const char *want;
+    } cases[] = {
+        {"X job=1 foo=2", TT_ERR_INVAL, "unknown field 'foo'"},
+        {"X all=1", TT_ERR_INVAL, "missing field 'job'"},
+        {"X job=abc", TT_ERR_RANGE, "job 'abc' is not a number"},
+        {"X job=007", TT_ERR_RANGE, "not a number"},
+        {"X job=101", TT_ERR_RANGE, "out of range 1..100"},
+        {"X job=1 gpu=XYZ", TT_ERR_INVAL, "gpu"},
+        {"X job=1 format=xml", TT_ERR_UNSUPPORTED, "format must be one of text, prometheus"},
+        {"X job=1 dtype=fp8", TT_ERR_UNSUPPORTED, "dtype"},
+        {"X job=1 hdim=64,,128", TT_ERR_RANGE, "empty"},
+        {"X job=1 hdim=64,999", TT_ERR_RANGE, "hdim value '999' is out of range"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = decode(cases[i].line, &r, &has, e, sizeof e);
+        if (rc != cases[i].rc) TT_FAIL_AT("%s: %d, want %d (%s)", cases[i].line, rc, cases[i].rc, e);
+        ASSERT_CONTAINS(e, cases[i].want);
+    }
+}
+
+/* The wire lists: every ERR word maps back to its status, and a handler
+ * status to the first word with it. */
+TEST(wire_words_round_trip) {
+    for (int i = 0; i < TT_ERRC_COUNT; i++) ASSERT(tt__err_from_code(tt__errc_name((tt_errc)i)) < 0);
+    ASSERT_EQ(tt__errc_from_status(TT_ERR_PROTO), TT_ERRC_PROTO);
+    ASSERT_EQ(tt__errc_from_status(TT_ERR_INVAL), TT_ERRC_FIELD);
+    ASSERT_EQ(tt__errc_from_status(TT_ERR_NOMEM), TT_ERRC_INTERNAL);
+    ASSERT_EQ(tt__err_from_code("nonsense"), TT_ERR_REMOTE);
+    ASSERT_EQ(tt__verb_find("LOOKUP"), TT_VERB_LOOKUP);
+    ASSERT_EQ(tt__verb_find("lookup"), TT_VERB_OTHER);
+    ASSERT_STREQ(tt__verb_name(TT_VERB_OTHER), "other");
+    ASSERT_STREQ(tt__match_word(TT_MATCH_NEAREST), "nearest");
+    ASSERT_STREQ(tt__job_state_word(4), "cancelled");
+    ASSERT(tt__job_state_word(5) == NULL);
 }
 
 TEST(err_replies_split_code_and_message) {

@@ -293,6 +293,44 @@ void td_seed(const char *db, const tt_key_v2 *key, const tt_config *cfg, double 
     tt_store_close(s);
 }
 
+void td_seed_many(const char *db, const char *gpu, const char *rev, int n) {
+    tt_store *s;
+    char err[256];
+    if (tt_store_open(db, &s, err, sizeof err) < 0) TT_FAIL_AT("open %s: %s", db, err);
+    tt_gpu_info g;
+    memset(&g, 0, sizeof g);
+    snprintf(g.fingerprint, sizeof g.fingerprint, "%s", gpu);
+    snprintf(g.name, sizeof g.name, "Seeded GPU");
+    g.cc_major = 9;
+    g.sm_count = 132;
+    g.mem_bytes = 1000000000LL;
+    ASSERT_OK(tt_store_put_gpu(s, &g));
+    ASSERT_OK(tt_store_put_rev(s, rev, "test"));
+    ASSERT_OK(tt_store_begin(s));
+    tt_record r;
+    tt_record_init(&r);
+    ASSERT_OK(tt_config_parse("family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1", &r.config));
+    r.key.dtype = TT_DTYPE_FP16;
+    r.key.head_dim = 128;
+    snprintf(r.key.gpu, sizeof r.key.gpu, "%s", gpu);
+    snprintf(r.key.rev, sizeof r.key.rev, "%s", rev);
+    r.batch = 4;
+    r.heads = 16;
+    r.time_ms = 1.0;
+    r.status = TT_MEAS_OK;
+    r.measured_at = 1700000000;
+    snprintf(r.node, sizeof r.node, "test");
+    for (int i = 0; i < n; i++) {
+        r.key.causal = i & 1;
+        r.key.seqlen_q = r.key.seqlen_k = 1 + i / 2;
+        r.tflops = 100 + i % 50;
+        int became = 0;
+        if (tt_store_add_measurement(s, &r, &became) < 0) TT_FAIL_AT("seed: %s", tt_store_errmsg(s));
+    }
+    ASSERT_OK(tt_store_commit(s));
+    tt_store_close(s);
+}
+
 long long td_stat(int fd, const char *name) {
     char v[32], line[512];
     const char *r = td_req(fd, "STATS");

@@ -60,6 +60,9 @@ const char *td_field(const char *line, const char *key, char *out, size_t cap);
  * measurement of `key` (gpu/rev set) with `tflops`; registers the GPU and
  * revision first. */
 void td_seed(const char *db, const tt_key_v2 *key, const tt_config *cfg, double tflops);
+/* n winners (and their measurements) of one GPU and revision in one
+ * transaction: fp16, hdim 128, causal alternating, seqlen 1..n/2. */
+void td_seed_many(const char *db, const char *gpu, const char *rev, int n);
 /* How the store recorded config `cfg` (canonical text) as failed for `key`
  * (tt_store_failed_configs): wrong, fault or timeout; TT_MEAS_OK if not. */
 int td_failed_status(const char *db, const tt_key_v2 *key, const char *cfg);

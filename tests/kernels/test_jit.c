@@ -348,6 +348,64 @@ TEST(cache_identity_mismatch_is_a_miss) {
     ASSERT(access(fifo, F_OK) != 0);
 }
 
+/* Another user's entry, a symlink, a group/world-writable file: refused
+ * and removed, however valid the checksum (anyone can compute it). */
+TEST(cache_refuses_entries_this_uid_did_not_make) {
+    const char *dir = make_tmpdir();
+    char err[256], path[600], target[600];
+    void *p = NULL;
+    size_t n = 0;
+    /* a valid entry elsewhere, linked into the cache */
+    char other[512];
+    snprintf(other, sizeof other, "%s/elsewhere", dir);
+    ASSERT_OK(mkdir(other, 0700));
+    ASSERT_OK(tt__cubin_cache_put(other, "k", "ident", "payload", 7, err, sizeof err));
+    snprintf(target, sizeof target, "%s/k.bin", other);
+    snprintf(path, sizeof path, "%s/k.bin", dir);
+    ASSERT_OK(symlink(target, path));
+    ASSERT_EQ(tt__cubin_cache_get(dir, "k", "ident", &p, &n), TT_ERR_CORRUPT);
+    ASSERT(access(path, F_OK) != 0 && access(target, F_OK) == 0); /* the link went, not its target */
+    /* a valid entry others may write */
+    ASSERT_OK(tt__cubin_cache_put(dir, "k", "ident", "payload", 7, err, sizeof err));
+    ASSERT_OK(chmod(path, 0666));
+    ASSERT_EQ(tt__cubin_cache_get(dir, "k", "ident", &p, &n), TT_ERR_CORRUPT);
+    ASSERT_OK(tt__cubin_cache_put(dir, "k", "ident", "payload", 7, err, sizeof err));
+    ASSERT_OK(tt__cubin_cache_get(dir, "k", "ident", &p, &n));
+    free(p);
+    /* a valid entry of another uid (as root: chown) */
+    if (geteuid() == 0) {
+        ASSERT_OK(chown(path, 65534, 65534));
+        ASSERT_EQ(tt__cubin_cache_get(dir, "k", "ident", &p, &n), TT_ERR_CORRUPT);
+    }
+}
+
+/* The directory itself: another uid's is refused, ours writable by others
+ * is repaired with a warning, and one under a directory anyone may write
+ * (without the sticky bit) is refused. */
+TEST(cache_dir_must_be_ours_alone) {
+    char out[4096], err[256], sub[512];
+    const char *dir = make_tmpdir();
+    snprintf(sub, sizeof sub, "%s/c", dir);
+    ASSERT_OK(mkdir(sub, 0777));
+    ASSERT_OK(chmod(sub, 0777));
+    ASSERT_OK(tt__cubin_cache_dir(sub, out, sizeof out, err, sizeof err));
+    ASSERT_CONTAINS(err, "was writable by others");
+    struct stat st;
+    ASSERT_OK(stat(sub, &st));
+    ASSERT_EQ(st.st_mode & 0777, 0755);
+    ASSERT_OK(chmod(dir, 0777)); /* the parent: anyone may swap c */
+    ASSERT_EQ(tt__cubin_cache_dir(sub, out, sizeof out, err, sizeof err), TT_ERR_PERM);
+    ASSERT_CONTAINS(err, "others may write");
+    ASSERT_OK(chmod(dir, 01777)); /* sticky, as /tmp: fine */
+    ASSERT_OK(tt__cubin_cache_dir(sub, out, sizeof out, err, sizeof err));
+    ASSERT_OK(chmod(dir, 0700));
+    if (geteuid() == 0) {
+        ASSERT_OK(chown(sub, 65534, 65534));
+        ASSERT_EQ(tt__cubin_cache_dir(sub, out, sizeof out, err, sizeof err), TT_ERR_PERM);
+        ASSERT_CONTAINS(err, "belongs to uid 65534");
+    }
+}
+
 /* Readers racing a writer never see a partial entry: every read is a hit
  * with the full payload or (before the first rename) a miss. */
 struct race {

@@ -439,6 +439,139 @@ TEST(refuses_a_corrupt_database_untouched) {
     cleanup();
 }
 
+/* --db naming a symlink or a FIFO: refused, the FIFO without waiting for a
+ * writer (the probe's blocking open hung start-up forever). */
+TEST(refuses_a_symlink_and_a_fifo) {
+    const char *p = fresh_path();
+    tt_store_close(open_ok(p));
+    char link[400], fifo[400], err[256];
+    snprintf(link, sizeof link, "%s/link.db", tmpdir);
+    ASSERT_OK(symlink(p, link));
+    tt_store *s = NULL;
+    ASSERT_EQ(tt_store_open(link, &s, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "symbolic link");
+    unlink(link);
+    snprintf(fifo, sizeof fifo, "%s/fifo.db", tmpdir);
+    ASSERT_OK(mkfifo(fifo, 0600));
+    ASSERT_EQ(tt_store_open(fifo, &s, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "not a regular file");
+    unlink(fifo);
+    cleanup();
+}
+
+static void copy_file(const char *from, const char *to) {
+    int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT(in >= 0 && out >= 0);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0) ASSERT_EQ(write(out, buf, (size_t)n), n);
+    close(in);
+    close(out);
+}
+
+/* A database whose last commits live only in its WAL, as a kill -9 leaves
+ * it: the files are copied while the store still has them open. Returns
+ * the WAL's path (dbpath + "-wal"). */
+static const char *db_with_commits_in_wal(int records) {
+    static char wal[400];
+    const char *p = fresh_path();
+    char live[400], livewal[420];
+    snprintf(live, sizeof live, "%s/live.db", tmpdir);
+    tt_store *s = open_ok(live);
+    setup_ids(s);
+    for (int i = 1; i <= records; i++) add(s, rec_of(key_of(GPU_A, i), cfg_of(64, 1 + i % 4), TT_MEAS_OK, 1.0 + i));
+    snprintf(livewal, sizeof livewal, "%s-wal", live);
+    copy_file(live, p);
+    snprintf(wal, sizeof wal, "%s-wal", p);
+    copy_file(livewal, wal);
+    tt_store_close(s);
+    char side[420];
+    const char *sfx[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(side, sizeof side, "%s%s", live, sfx[i]);
+        unlink(side);
+    }
+    return wal;
+}
+
+/* Refused with `words`, the database and the WAL byte-identical and no
+ * -shm left behind. */
+static void expect_wal_refusal(const char *wal, int code, const char *words) {
+    long long wsize0, wsize1;
+    uint64_t w0 = file_hash(wal, &wsize0);
+    char shm[420];
+    snprintf(shm, sizeof shm, "%s-shm", dbpath);
+    unlink(shm);
+    expect_refusal(dbpath, code, words);
+    ASSERT(file_hash(wal, &wsize1) == w0 && wsize1 == wsize0);
+    ASSERT(access(shm, F_OK) != 0);
+}
+
+TEST(a_damaged_wal_is_refused_untouched) {
+    const char *wal = db_with_commits_in_wal(200);
+    long long size;
+    file_hash(wal, &size);
+    ASSERT(size > 32 + 2 * 4120);
+    /* the copy is what a crash leaves: it opens, and the WAL's commits are there */
+    {
+        char keep[420], keepdb[420];
+        snprintf(keep, sizeof keep, "%s.keep", wal);
+        snprintf(keepdb, sizeof keepdb, "%s.keepdb", wal);
+        copy_file(wal, keep);
+        copy_file(dbpath, keepdb);
+        tt_store *s = open_ok(dbpath);
+        int64_t n = 0;
+        ASSERT_OK(tt_store_count_measurements(s, &n));
+        ASSERT_EQ(n, 200);
+        tt_store_close(s);
+        /* the open checkpointed: back to the crash's files */
+        copy_file(keep, wal);
+        copy_file(keepdb, dbpath);
+        unlink(keep);
+        unlink(keepdb);
+    }
+    /* one byte of the first frame's page flipped: recovery would stop there
+     * and drop every commit after it */
+    int fd = open(wal, O_RDWR);
+    unsigned char b;
+    ASSERT_EQ(pread(fd, &b, 1, 32 + 24 + 100), 1);
+    b ^= 0xff;
+    ASSERT_EQ(pwrite(fd, &b, 1, 32 + 24 + 100), 1);
+    close(fd);
+    expect_wal_refusal(wal, TT_ERR_CORRUPT, "damaged write-ahead log (frame 1 fails its checksum");
+    /* random bytes as the WAL */
+    char junk[8192];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)(i * 7919 % 251);
+    write_file(wal, junk, sizeof junk);
+    expect_wal_refusal(wal, TT_ERR_CORRUPT, "damaged write-ahead log");
+    cleanup();
+}
+
+/* Another database's WAL next to ours, and a user_version no tiletune
+ * writes: plain messages, not "not a tiletune database (application_id 0)"
+ * or "table gpu already exists". */
+TEST(a_foreign_wal_and_a_negative_version_are_named) {
+    const char *p = fresh_path();
+    tt_store_close(open_ok(p));
+    char other[400], otherwal[420], wal[420];
+    snprintf(other, sizeof other, "%s/other.db", tmpdir);
+    sqlite3 *db = NULL;
+    ASSERT_EQ(sqlite3_open(other, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; CREATE TABLE t(x); "
+                               "INSERT INTO t VALUES (1)", NULL, NULL, NULL), SQLITE_OK);
+    snprintf(otherwal, sizeof otherwal, "%s-wal", other);
+    snprintf(wal, sizeof wal, "%s-wal", p);
+    copy_file(otherwal, wal);
+    sqlite3_close(db);
+    unlink(other);
+    unlink(otherwal);
+    expect_wal_refusal(wal, TT_ERR_CORRUPT, "belongs to another database");
+    unlink(wal);
+    raw_exec(p, "PRAGMA user_version = -1");
+    expect_refusal(p, TT_ERR_CORRUPT, "schema version -1");
+    cleanup();
+}
+
 TEST(open_reports_bad_arguments_and_paths) {
     tt_store *s = NULL;
     char err[256];

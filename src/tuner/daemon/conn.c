@@ -1,11 +1,12 @@
 #include "tuner/daemon/conn.h"
 
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tuner/daemon/buf.h"
+#include "tuner/daemon/export.h"
 #include "tuner/daemon/handlers.h"
-#include "tuner/daemon/handlers_fleet.h"
 #include "tuner/daemon/log.h"
 #include "common/proto.h"
 
@@ -20,15 +21,15 @@ struct tt_conn {
     uv_shutdown_t shutdown;
     tt_daemon *d;
     tt_conn *prev, *next;
-    tt_peer peer;
-    int admin; /* -1: not asked yet */
+    tt_session sess;
     size_t in_len;
-    uint64_t last_read; /* loop time of the last bytes read, for the idle timer */
+    /* loop time of the last bytes read or of reply bytes the client took,
+     * for the idle timer */
+    uint64_t last_read;
     size_t queued; /* reply bytes handed to uv_write, not yet written */
     unsigned reading : 1, paused : 1, finishing : 1, lingering : 1, closing : 1, refused : 1,
         eof : 1;
     int handles;
-    tt_fleet_body *fleet_body; /* an IMPORT body in progress */
     char in[IN_CAP];
 };
 
@@ -41,17 +42,11 @@ typedef struct wreq {
 
 static void conn_close(tt_conn *c);
 static void conn_process(tt_conn *c);
+static void on_export_wake(void *ud);
+static int peer_alive(void *ud);
 static void start_linger(tt_conn *c);
 static void start_reading(tt_conn *c);
-
-const tt_peer *tt_conn_peer(const tt_conn *c) { return &c->peer; }
-
-tt_fleet_body **tt_conn_fleet_body(tt_conn *c) { return &c->fleet_body; }
-
-int tt_conn_is_admin(tt_conn *c) {
-    if (c->admin < 0) c->admin = tt_auth_is_admin(&c->d->auth, &c->peer);
-    return c->admin;
-}
+static void export_pump(tt_conn *c);
 
 static void on_handle_closed(uv_handle_t *h) {
     tt_conn *c = h->data;
@@ -64,8 +59,7 @@ static void on_handle_closed(uv_handle_t *h) {
 static void conn_close(tt_conn *c) {
     if (c->closing) return;
     c->closing = 1;
-    tt_fleet_body_free(c->fleet_body);
-    c->fleet_body = NULL;
+    tt_session_free(&c->sess);
     if (c->prev) c->prev->next = c->next;
     else c->d->conns = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -86,11 +80,13 @@ static void on_written(uv_write_t *req, int status) {
         conn_close(c);
         return;
     }
+    c->last_read = uv_now(c->d->loop); /* the client is taking its replies */
     if (c->finishing) {
         if (c->queued == 0) start_linger(c);
         return;
     }
-    if (c->paused && c->queued < OUT_LOW) {
+    if (c->sess.export) export_pump(c);
+    else if (c->paused && c->queued < OUT_LOW) {
         c->paused = 0;
         conn_process(c);
     }
@@ -190,7 +186,7 @@ static void start_reading(tt_conn *c) {
 }
 
 static void toolong(tt_conn *c, tt_buf *out) {
-    tt_handle_error(c->d, out, TT_ERRC_TOOLONG, "request line over 4096 bytes; closing");
+    tt_handle_error(&c->d->hx, out, TT_ERRC_TOOLONG, "request line over 4096 bytes; closing");
     finish(c, out);
 }
 
@@ -201,6 +197,10 @@ static void conn_process(tt_conn *c) {
     tt_buf_init(&out);
     size_t pos = 0;
     while (!c->finishing && !c->closing) {
+        if (c->sess.export) { /* the lines after an EXPORT wait for its reply */
+            c->paused = 1;
+            break;
+        }
         char *nl = memchr(c->in + pos, '\n', c->in_len - pos);
         if (!nl) break;
         size_t len = (size_t)(nl - (c->in + pos));
@@ -210,7 +210,7 @@ static void conn_process(tt_conn *c) {
          * the hot path, none on the others */
         int lookup = len > 7 && memcmp(line, "LOOKUP ", 7) == 0;
         uint64_t t0 = lookup ? uv_hrtime() : 0;
-        int hr = tt_handle_line(c->d, c, line, len, &out);
+        int hr = tt_handle_line(&c->d->hx, &c->sess, line, len, &out);
         if (lookup) tt_stats_observe_lookup(&c->d->stats, uv_hrtime() - t0);
         if (hr == TT_HANDLE_CLOSE) {
             finish(c, &out);
@@ -229,9 +229,49 @@ static void conn_process(tt_conn *c) {
     }
     flush(c, &out);
     if (c->closing) return;
+    if (c->sess.export) {
+        tt_export_set_wake(c->sess.export, on_export_wake, peer_alive, c);
+        stop_reading(c);
+        export_pump(c);
+        return;
+    }
     if (c->paused) stop_reading(c);
     else if (c->eof) finish(c, &out);
     else start_reading(c);
+}
+
+/* Hands the client what is ready of the export's reply, as far as it
+ * takes it: more is pulled when the writes drain (on_written) or the
+ * export's thread has more (on_export_wake). */
+static void export_pump(tt_conn *c) {
+    tt_export *e = c->sess.export;
+    if (!e || c->closing || c->queued >= OUT_LOW) return;
+    tt_buf out;
+    tt_buf_init(&out);
+    int rc = tt_export_pull(e, &out);
+    flush(c, &out);
+    if (rc == 0 || c->closing) return;
+    tt_export_free(e);
+    c->sess.export = NULL;
+    if (rc < 0) { /* the body cannot be completed: the client sees EOF, not a short body */
+        conn_close(c);
+        return;
+    }
+    c->paused = 0;
+    if (c->finishing) return;
+    conn_process(c);
+}
+
+static void on_export_wake(void *ud) { export_pump(ud); }
+
+/* 0 once the client has closed its socket (both directions: a client
+ * that only shut down writing still reads its reply). */
+static int peer_alive(void *ud) {
+    tt_conn *c = ud;
+    uv_os_fd_t fd;
+    if (c->closing || uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0) return 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return !(poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)));
 }
 
 static void on_idle_timeout(uv_timer_t *t) {
@@ -248,7 +288,11 @@ static void on_idle_timeout(uv_timer_t *t) {
     tt_buf_init(&out);
     c->d->stats.conn_timed_out++;
     tt_debug("closing a connection idle for %d s", c->d->opts.idle_timeout_s);
-    tt_handle_error(c->d, &out, TT_ERRC_TIMEOUT, "idle for too long; closing");
+    if (c->sess.export) { /* mid-reply: no ERR line can follow */
+        conn_close(c);
+        return;
+    }
+    tt_handle_error(&c->d->hx, &out, TT_ERRC_TIMEOUT, "idle for too long; closing");
     stop_reading(c);
     finish(c, &out);
     /* A client that reads nothing cannot take our reply: the linger
@@ -286,6 +330,23 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     conn_process(c);
 }
 
+/* NULL if a connection of `p` may be served now, else why not. Root and
+ * the daemon's own user may take the slots kept for admins and are not
+ * held to the per-user cap (the admin group is not consulted here: that
+ * may ask NSS, and accepting must not wait). */
+static const char *admit(tt_daemon *d, const tt_peer *p) {
+    if (d->stopping) return "shutting down";
+    if (d->conn_open >= d->opts.max_connections) return "connection limit reached";
+    if (p->known && (p->uid == 0 || p->uid == d->auth.self_uid)) return NULL;
+    if (d->conn_open >= d->opts.max_connections - d->opts.admin_reserved)
+        return "connection limit reached (the rest are kept for admins)";
+    int64_t mine = 0;
+    for (tt_conn *o = d->conns; o; o = o->next)
+        mine += !o->refused && !o->closing && o->sess.peer.known && o->sess.peer.uid == p->uid;
+    if (mine > d->opts.max_per_user) return "connection limit of your user reached";
+    return NULL;
+}
+
 void tt_conn_accept(tt_daemon *d, uv_stream_t *server) {
     tt_conn *c = calloc(1, sizeof *c);
     if (!c) {
@@ -293,7 +354,7 @@ void tt_conn_accept(tt_daemon *d, uv_stream_t *server) {
         return;
     }
     c->d = d;
-    c->admin = -1;
+    tt_session_init(&c->sess, NULL);
     uv_pipe_init(d->loop, &c->pipe, 0);
     uv_timer_init(d->loop, &c->timer);
     c->pipe.data = c->timer.data = c;
@@ -310,15 +371,16 @@ void tt_conn_accept(tt_daemon *d, uv_stream_t *server) {
         return;
     }
     uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0) tt_peer_from_fd(fd, &c->peer);
-    if (d->conn_open >= d->opts.max_connections || d->stopping) {
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0) tt_peer_from_fd(fd, &c->sess.peer);
+    const char *why = admit(d, &c->sess.peer);
+    if (why) {
         c->refused = 1;
         d->stats.conn_refused++;
-        tt_debug("refusing a connection: %lld open (cap %d)", (long long)d->conn_open,
-                 d->opts.max_connections);
+        tt_debug("refusing a connection of uid %d: %s (%lld open, cap %d)", (int)c->sess.peer.uid, why,
+                 (long long)d->conn_open, d->opts.max_connections);
         tt_buf out;
         tt_buf_init(&out);
-        tt_handle_error(d, &out, TT_ERRC_BUSY, "connection limit reached; closing");
+        tt_handle_error(&d->hx, &out, TT_ERRC_BUSY, "%s; closing", why);
         start_reading(c);
         finish(c, &out);
         return;

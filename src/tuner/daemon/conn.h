@@ -23,18 +23,13 @@
 #include "tuner/daemon/auth.h"
 #include "tuner/daemon/daemon.h"
 
-/* Accepts a pending connection of `server`: under the cap it is served,
- * beyond it answered `ERR busy` and closed. */
+/* Accepts a pending connection of `server`: under the caps it is served,
+ * beyond them answered `ERR busy` and closed. The caps: every connection
+ * (max_connections); the last admin_reserved slots only for root and the
+ * daemon's user; at most max_per_user served connections of one other uid. */
 void tt_conn_accept(tt_daemon *d, uv_stream_t *server);
 /* Shutdown: every connection flushes the replies it has made and closes. */
 void tt_conn_close_all(tt_daemon *d);
 /* Closes every connection now, replies written or not. */
 void tt_conn_abort_all(tt_daemon *d);
-/* 1 if the peer may use changing verbs (asked once, then cached). */
-int tt_conn_is_admin(tt_conn *c);
-const tt_peer *tt_conn_peer(const tt_conn *c);
-/* The IMPORT whose body is arriving on `c` (handlers_fleet.c), or NULL;
- * freed with the connection. */
-struct tt_fleet_body **tt_conn_fleet_body(tt_conn *c);
-
 #endif

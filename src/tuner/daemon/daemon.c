@@ -16,13 +16,12 @@
 #define STOP_FLUSH_MS 3000
 
 /* Until a worker says HELLO, the revision is the one built in here; the
- * workers' is authoritative because they compile what they measure. */
-const char *tt_daemon_rev(tt_daemon *d) {
-    const char *r = d->sup ? tt_supervisor_rev(d->sup) : "";
-    return r[0] ? r : d->builtin_rev;
+ * workers' is authoritative because they compile what they measure. The
+ * handlers keep a copy, so a LOOKUP does not ask the supervisor. */
+static void on_identity(void *ud, const char *rev, const char *gpu) {
+    tt_daemon *d = ud;
+    tt_hctx_identity(&d->hx, rev, gpu);
 }
-
-const char *tt_daemon_gpu(tt_daemon *d) { return d->sup ? tt_supervisor_gpu(d->sup) : ""; }
 
 static void close_if_open(uv_handle_t *h) {
     if (h->type != UV_UNKNOWN_HANDLE && !uv_is_closing(h)) uv_close(h, NULL);
@@ -50,6 +49,7 @@ void tt_daemon_conn_gone(tt_daemon *d) {
 static void on_sup_stopped(void *ud) {
     tt_daemon *d = ud;
     d->sup = NULL;
+    d->hx.sup = NULL;
     d->sup_running = 0;
     maybe_finish(d);
 }
@@ -95,6 +95,7 @@ static void on_hup(uv_signal_t *h, int sig) {
     } else {
         d->auth = a;
         d->opts.admin_group = o.admin_group;
+        d->hx.admin_group = o.admin_group != NULL;
         d->opts.max_connections = o.max_connections;
         d->opts.idle_timeout_s = o.idle_timeout_s;
         raise_fd_limit(o.max_connections);
@@ -166,7 +167,11 @@ int tt_daemon_run(const tt_daemon_opts *opts) {
     d->loop = uv_default_loop();
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit(opts->max_connections);
-    tt_builtin_kernel_rev(d->builtin_rev);
+    tt_builtin_kernel_rev(d->hx.builtin_rev);
+    tt_hctx_identity(&d->hx, "", "");
+    if (d->opts.max_per_user <= 0) d->opts.max_per_user = d->opts.max_connections >= 4 ? d->opts.max_connections / 4 : 1;
+    if (d->opts.admin_reserved < 0) d->opts.admin_reserved = d->opts.max_connections / 64;
+    if (d->opts.admin_reserved >= d->opts.max_connections) d->opts.admin_reserved = d->opts.max_connections - 1;
     if ((rc = tt_auth_init(&d->auth, opts->admin_group, err, sizeof err)) < 0) {
         tt_err("%s", err);
         return 1;
@@ -198,14 +203,28 @@ int tt_daemon_run(const tt_daemon_opts *opts) {
         .cache_dir = opts->cache_dir,
         .measure_timeout_s = opts->worker_timeout_s,
     };
-    tt_supervisor_events ev = {.ud = d, .on_measurement = on_measurement, .on_worker = on_worker};
+    tt_supervisor_events ev = {
+        .ud = d, .on_measurement = on_measurement, .on_worker = on_worker, .on_identity = on_identity};
     if (tt_supervisor_start(d->loop, d->store, &so, &ev, &d->sup, err, sizeof err) < 0) {
         tt_err("%s", err);
         goto out;
     }
     d->sup_running = 1;
-    d->started_ms = uv_now(d->loop);
-    d->start_time_s = (int64_t)time(NULL);
+    d->hx = (tt_hctx){
+        .index = d->index,
+        .store = d->store,
+        .stats = &d->stats,
+        .auth = &d->auth,
+        .sup = d->sup,
+        .db_path = opts->db_path,
+        .admin_group = opts->admin_group != NULL,
+        .conn_open = &d->conn_open,
+        .started_ms = tt_hctx_now_ms(),
+        .start_time_s = (int64_t)time(NULL),
+        .loop = d->loop,
+    };
+    tt_builtin_kernel_rev(d->hx.builtin_rev);
+    tt_hctx_identity(&d->hx, tt_supervisor_rev(d->sup), tt_supervisor_gpu(d->sup));
     uv_signal_init(d->loop, &d->sig_term);
     uv_signal_init(d->loop, &d->sig_int);
     d->sig_term.data = d->sig_int.data = d;
@@ -225,7 +244,7 @@ int tt_daemon_run(const tt_daemon_opts *opts) {
     }
     tt_info("serving on %s%s, database %s, %zu records, kernel revision %s", opts->socket_path,
             d->listener.from_systemd ? " (socket from systemd)" : "", opts->db_path,
-            tt_index_count(d->index), d->builtin_rev);
+            tt_index_count(d->index), d->hx.builtin_rev);
     sd_notify(0, "READY=1\nSTATUS=serving lookups");
     d->exit_code = 0;
     uv_run(d->loop, UV_RUN_DEFAULT);

@@ -6,7 +6,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tuner/daemon/conn.h"
 #include "tuner/fleet/merge.h"
 #include "tuner/fleet/plausible.h"
 #include "tuner/fleet/record.h"
@@ -19,10 +18,6 @@
 #include "kernels/variants.h"
 #endif
 
-/* A SQLite snapshot bigger than this is not sent over the socket. */
-#define SNAPSHOT_MAX (256 << 20)
-/* Snapshot bytes per base64 body line (4000 characters). */
-#define B64_CHUNK 3000
 
 struct tt_fleet_body {
     int64_t remaining; /* body lines still to come */
@@ -45,7 +40,7 @@ void tt_fleet_body_free(tt_fleet_body *b) {
     free(b);
 }
 
-#define ERR(code, ...) tt_handle_error(d, out, TT_ERRC_##code, __VA_ARGS__)
+#define ERR(code, ...) tt_handle_error(x, out, TT_ERRC_##code, __VA_ARGS__)
 
 /* The kernel source's rule for a record's config on the GPU the record
  * names: the arch's nominal limits (its family, shared memory) and, where
@@ -82,20 +77,30 @@ int tt_fleet_daemon_config_rule(const tt_fleet_rec *f, const char *config_text, 
     return 0;
 }
 
-static int flag(const tt__msg *m, const char *name, int *out) {
-    const char *s = tt__msg_get(m, name);
-    int64_t v = 0;
-    if (s && tt__parse_i64(s, 0, 1, &v) < 0) return -1;
-    *out = (int)v;
+static int parse_policy(const char *s, int *out) {
+    tt_fleet_policy p;
+    if (tt_fleet_policy_parse(s, &p) < 0) return TT_ERR_INVAL;
+    *out = (int)p;
     return 0;
 }
 
-int tt_handle_import(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
-    static const char *const allowed[] = {"policy", "dry_run", "strict", "lines", NULL};
-    tt_fleet_body **slot = tt_conn_fleet_body(c);
+typedef struct req_import {
+    int policy;
+    int64_t dry_run, strict, lines;
+} req_import;
+static const tt__fspec import_spec[] = {
+    {"policy", TT_FT_ENUM, 0, 0, 0, TT_POLICY_FASTER, (const char *const[]){"faster, newer or fill", NULL},
+     parse_policy, offsetof(req_import, policy)},
+    {"dry_run", TT_FT_INT, 0, 0, 1, 0, NULL, NULL, offsetof(req_import, dry_run)},
+    {"strict", TT_FT_INT, 0, 0, 1, 0, NULL, NULL, offsetof(req_import, strict)},
+    {"lines", TT_FT_INT, 1, 0, TT_FLEET_RECORDS_MAX, 0, NULL, NULL, offsetof(req_import, lines)},
+};
+
+int tt_handle_import(tt_hctx *x, tt_session *s, const tt__msg *m, tt_buf *out) {
     int64_t lines;
-    const char *s = tt__msg_get(m, "lines");
-    if (!s || tt__parse_i64(s, 0, TT_FLEET_RECORDS_MAX, &lines) < 0) {
+    /* lines=N first: without it the body that follows cannot be framed */
+    const char *ls = tt__msg_get(m, "lines");
+    if (!ls || tt__parse_i64(ls, 0, TT_FLEET_RECORDS_MAX, &lines) < 0) {
         ERR(RANGE, "IMPORT needs lines=N with N in 0..%d (one table record per body line); closing",
             TT_FLEET_RECORDS_MAX);
         return TT_HANDLE_CLOSE;
@@ -108,28 +113,29 @@ int tt_handle_import(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
     tt_buf_init(&b->rejects);
     b->remaining = lines;
     b->discard = 1; /* until every check passed */
+    req_import r;
+    uint32_t has;
     char err[256];
-    if (!tt_conn_is_admin(c)) {
-        tt_info("refused IMPORT from uid %d (not an admin)", (int)tt_conn_peer(c)->uid);
-        ERR(PERMISSION, "IMPORT needs root, the daemon's user%s", d->opts.admin_group ? " or the admin group" : "");
-    } else if (tt__msg_check(m, allowed, NULL, err, sizeof err) < 0) {
-        ERR(FIELD, "%s", err);
-    } else if (tt_fleet_policy_parse(tt__msg_get(m, "policy") ? tt__msg_get(m, "policy") : "faster",
-                                     &b->policy) < 0) {
-        ERR(UNSUPPORTED, "policy must be faster, newer or fill");
-    } else if (flag(m, "dry_run", &b->dry_run) < 0 || flag(m, "strict", &b->strict) < 0) {
-        ERR(RANGE, "dry_run and strict must be 0 or 1");
+    int rc;
+    if (tt_need_admin(x, s, "IMPORT", out) < 0) {
+        /* answered */
+    } else if ((rc = tt__fields_decode(m, import_spec, (int)(sizeof import_spec / sizeof import_spec[0]), &r, &has,
+                                       err, sizeof err)) < 0) {
+        tt_handle_error(x, out, tt__errc_from_status(rc), "%s", err);
     } else {
+        b->policy = (tt_fleet_policy)r.policy;
+        b->dry_run = (int)r.dry_run;
+        b->strict = (int)r.strict;
         b->discard = 0;
     }
-    *slot = b;
-    if (lines == 0) return tt_handle_import_line(d, c, NULL, 0, out);
+    s->fleet_body = b;
+    if (lines == 0) return tt_handle_import_line(x, s, NULL, 0, out);
     return TT_HANDLE_OK;
 }
 
 /* What the merge's callbacks need. */
 typedef struct merge_ctx {
-    tt_daemon *d;
+    tt_hctx *x;
     tt_fleet_body *b;
 } merge_ctx;
 
@@ -140,17 +146,17 @@ static void on_reject(void *ud, size_t i, const char *reason) {
 }
 
 static void on_winner(void *ud, const tt_record *rec) {
-    tt_daemon *d = ((merge_ctx *)ud)->d;
-    if (tt_index_put(d->index, &rec->key, &rec->config, rec->tflops) < 0)
+    tt_hctx *x = ((merge_ctx *)ud)->x;
+    if (tt_index_put(x->index, &rec->key, &rec->config, rec->tflops) < 0)
         tt_err("out of memory updating the index after an import");
 }
 
 /* The whole body is in: merge it and reply. */
-static void finish_import(tt_daemon *d, tt_fleet_body *b, tt_buf *out) {
+static void finish_import(tt_hctx *x, tt_fleet_body *b, tt_buf *out) {
     tt_fleet_counts n;
     int committed = 0;
     char err[512];
-    merge_ctx x = {d, b};
+    merge_ctx mx = {x, b};
     int64_t parse_rejects = b->nrej;
     tt_fleet_merge_opts o = {
         .policy = b->policy,
@@ -158,20 +164,20 @@ static void finish_import(tt_daemon *d, tt_fleet_body *b, tt_buf *out) {
          * happened, change nothing */
         .dry_run = b->dry_run || (b->strict && parse_rejects > 0),
         .strict = b->strict,
-        .local_gpu = tt_daemon_gpu(d),
-        .local_rev = tt_daemon_rev(d),
+        .local_gpu = x->gpu,
+        .local_rev = x->rev,
         .on_reject = on_reject,
         .on_winner = on_winner,
-        .ud = &x,
+        .ud = &mx,
     };
-    int rc = tt_fleet_merge(d->store, b->recs, b->n, &o, &n, &committed, err, sizeof err);
+    int rc = tt_fleet_merge(x->store, b->recs, b->n, &o, &n, &committed, err, sizeof err);
     if (rc < 0) {
-        tt_handle_error(d, out, rc == TT_ERR_NOMEM ? TT_ERRC_INTERNAL : TT_ERRC_DB,
+        tt_handle_error(x, out, rc == TT_ERR_NOMEM ? TT_ERRC_INTERNAL : TT_ERRC_DB,
                         "import not merged, nothing changed: %s", err);
         return;
     }
     n.rejected += parse_rejects;
-    if (committed) d->last_import_at = (int64_t)time(NULL);
+    if (committed) x->last_import_at = (int64_t)time(NULL);
     tt_info("import (%s%s%s): added=%lld replaced=%lld kept=%lld rejected=%lld stale=%lld foreign=%lld%s",
             tt_fleet_policy_name(b->policy), b->dry_run ? ", dry run" : "", b->strict ? ", strict" : "",
             (long long)n.added, (long long)n.replaced, (long long)n.kept, (long long)n.rejected,
@@ -201,8 +207,8 @@ static int grow(tt_fleet_body *b) {
     return 0;
 }
 
-int tt_handle_import_line(tt_daemon *d, tt_conn *c, const char *line, size_t len, tt_buf *out) {
-    tt_fleet_body **slot = tt_conn_fleet_body(c), *b = *slot;
+int tt_handle_import_line(tt_hctx *x, tt_session *s, const char *line, size_t len, tt_buf *out) {
+    tt_fleet_body *b = s->fleet_body;
     if (line) {
         b->remaining--;
         b->line_no++;
@@ -222,207 +228,38 @@ int tt_handle_import_line(tt_daemon *d, tt_conn *c, const char *line, size_t len
         }
     }
     if (b->remaining > 0) return TT_HANDLE_OK;
-    if (!b->discard) finish_import(d, b, out);
+    if (!b->discard) finish_import(x, b, out);
     tt_fleet_body_free(b);
-    *slot = NULL;
+    s->fleet_body = NULL;
     return TT_HANDLE_OK;
-}
-
-/* ---- EXPORT ---------------------------------------------------------------- */
-
-typedef struct export_ctx {
-    tt_record *recs;
-    tt_fleet_kind *kinds;
-    size_t n, cap;
-    const char *gpu, *rev; /* filters, NULL: any */
-    tt_fleet_kind kind;    /* of the records being collected */
-} export_ctx;
-
-static int collect(void *ud, const tt_record *rec) {
-    export_ctx *x = ud;
-    if ((x->gpu && strcmp(rec->key.gpu, x->gpu) != 0) || (x->rev && strcmp(rec->key.rev, x->rev) != 0))
-        return 0;
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 256;
-        tt_record *r = realloc(x->recs, cap * sizeof *r);
-        if (!r) return TT_ERR_NOMEM;
-        x->recs = r;
-        tt_fleet_kind *k = realloc(x->kinds, cap * sizeof *k);
-        if (!k) return TT_ERR_NOMEM;
-        x->kinds = k;
-        x->cap = cap;
-    }
-    x->kinds[x->n] = x->kind;
-    x->recs[x->n++] = *rec;
-    return 0;
-}
-
-/* The GPU rows the records name, fetched once each (after the
- * iteration: its callbacks must not call into the store). */
-static int gpu_of(tt_daemon *d, const char *fp, tt_gpu_info **cache, size_t *n, tt_gpu_info *out) {
-    for (size_t i = 0; i < *n; i++)
-        if (strcmp((*cache)[i].fingerprint, fp) == 0) {
-            *out = (*cache)[i];
-            return 0;
-        }
-    int rc = tt_store_get_gpu(d->store, fp, out);
-    if (rc < 0) return rc;
-    tt_gpu_info *g = realloc(*cache, (*n + 1) * sizeof *g);
-    if (!g) return TT_ERR_NOMEM;
-    *cache = g;
-    g[(*n)++] = *out;
-    return 0;
-}
-
-static void export_records(tt_daemon *d, const char *gpu, const char *rev, int all, tt_buf *out) {
-    export_ctx x = {.gpu = gpu, .rev = rev, .kind = TT_FLEET_BEST};
-    tt_gpu_info *gpus = NULL;
-    size_t ngpus = 0;
-    tt_buf body;
-    tt_buf_init(&body);
-    tt_fleet_rec *f = malloc(sizeof *f);
-    char line[TT_FLEET_LINE_MAX + 1];
-    int rc = f ? tt_store_each_best(d->store, collect, &x) : TT_ERR_NOMEM;
-    if (rc == 0 && all) {
-        x.kind = TT_FLEET_MEASUREMENT;
-        rc = tt_store_each_measurement(d->store, gpu, collect, &x);
-    }
-    if (rc < 0) {
-        ERR(DB, "export: %s", rc == TT_ERR_NOMEM ? "out of memory" : tt_store_errmsg(d->store));
-        goto out;
-    }
-    for (size_t i = 0; i < x.n; i++) {
-        memset(f, 0, sizeof *f);
-        f->kind = x.kinds[i];
-        f->rec = x.recs[i];
-        if ((rc = gpu_of(d, x.recs[i].key.gpu, &gpus, &ngpus, &f->gpu)) < 0 ||
-            (rc = tt_fleet_rec_format(f, line, sizeof line)) < 0) {
-            ERR(INTERNAL, "export: record %zu cannot be written (%s)", i + 1, tt_strerror(rc));
-            goto out;
-        }
-        tt_buf_append(&body, line, (size_t)rc);
-        tt_buf_append(&body, "\n", 1);
-    }
-    if (body.oom) {
-        ERR(INTERNAL, "export: out of memory");
-        goto out;
-    }
-    tt_buf_printf(out, "OK format=json records=%zu lines=%zu\n", x.n, x.n);
-    tt_buf_append(out, body.data, body.len);
-out:
-    tt_buf_free(&body);
-    free(f);
-    free(gpus);
-    free(x.recs);
-    free(x.kinds);
-}
-
-static void base64_lines(const unsigned char *p, size_t n, tt_buf *out) {
-    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (size_t at = 0; at < n; at += B64_CHUNK) {
-        size_t end = at + B64_CHUNK < n ? at + B64_CHUNK : n;
-        char line[B64_CHUNK / 3 * 4 + 8];
-        size_t k = 0;
-        for (size_t i = at; i < end; i += 3) {
-            uint32_t v = (uint32_t)p[i] << 16;
-            if (i + 1 < end) v |= (uint32_t)p[i + 1] << 8;
-            if (i + 2 < end) v |= p[i + 2];
-            line[k++] = a[v >> 18 & 63];
-            line[k++] = a[v >> 12 & 63];
-            line[k++] = i + 1 < end ? a[v >> 6 & 63] : '=';
-            line[k++] = i + 2 < end ? a[v & 63] : '=';
-        }
-        line[k++] = '\n';
-        tt_buf_append(out, line, k);
-    }
-}
-
-/* A consistent copy of the whole database (VACUUM INTO a file next to
- * it, read back, removed), sent as base64 lines: the daemon never writes
- * where a client says, and the client may not be able to read the state
- * directory. */
-static void export_sqlite(tt_daemon *d, tt_buf *out) {
-    static unsigned counter;
-    char path[4200];
-    snprintf(path, sizeof path, "%s.export-%d-%u", d->opts.db_path, (int)getpid(), counter++);
-    unsigned char *data = NULL;
-    FILE *f = NULL;
-    if (tt_store_snapshot(d->store, path) < 0) {
-        ERR(DB, "snapshot: %s", tt_store_errmsg(d->store));
-        return;
-    }
-    long size = -1;
-    if ((f = fopen(path, "rb")) && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 0 || size > SNAPSHOT_MAX) {
-        if (size > SNAPSHOT_MAX) ERR(RANGE, "the database snapshot is %ld bytes, over %d to send", size, SNAPSHOT_MAX);
-        else ERR(DB, "snapshot: cannot read it back");
-        goto out;
-    }
-    rewind(f);
-    data = malloc((size_t)size + 1);
-    if (!data || fread(data, 1, (size_t)size, f) != (size_t)size) {
-        ERR(INTERNAL, "snapshot: cannot read it back");
-        goto out;
-    }
-    size_t lines = ((size_t)size + B64_CHUNK - 1) / B64_CHUNK;
-    tt_buf_printf(out, "OK format=sqlite bytes=%ld lines=%zu\n", size, lines);
-    base64_lines(data, (size_t)size, out);
-out:
-    if (f) fclose(f);
-    free(data);
-    unlink(path);
-}
-
-void tt_handle_export(tt_daemon *d, const tt__msg *m, tt_buf *out) {
-    static const char *const allowed[] = {"gpu", "rev", "all", "format", NULL};
-    char err[256];
-    if (tt__msg_check(m, allowed, NULL, err, sizeof err) < 0) {
-        ERR(FIELD, "%s", err);
-        return;
-    }
-    const char *gpu = tt__msg_get(m, "gpu"), *rev = tt__msg_get(m, "rev");
-    const char *format = tt__msg_get(m, "format");
-    int all;
-    if ((gpu && !tt__is_hex_id(gpu)) || (rev && !tt__is_hex_id(rev))) {
-        ERR(FIELD, "gpu and rev must be 1..32 lower-case hex digits");
-        return;
-    }
-    if (flag(m, "all", &all) < 0) {
-        ERR(RANGE, "all must be 0 or 1");
-        return;
-    }
-    if (!format || strcmp(format, "json") == 0) export_records(d, gpu, rev, all, out);
-    else if (strcmp(format, "sqlite") == 0 && !gpu && !rev && !all) export_sqlite(d, out);
-    else if (strcmp(format, "sqlite") == 0) ERR(FIELD, "format=sqlite copies the whole database: no gpu, rev or all");
-    else ERR(UNSUPPORTED, "format must be json or sqlite");
 }
 
 /* ---- the table's identity (STATUS, STATS) ------------------------------------ */
 
 typedef struct ident_ctx {
-    tt_daemon *d;
+    tt_hctx *x;
     const char *gpu, *rev;
     uint64_t sum;
     int64_t stale;
 } ident_ctx;
 
 static void ident_one(void *ud, const tt_key_v2 *key, const tt_config *cfg) {
-    ident_ctx *x = ud;
-    x->sum = tt_fleet_table_sum_add(x->sum, key, cfg);
+    ident_ctx *c = ud;
+    c->sum = tt_fleet_table_sum_add(c->sum, key, cfg);
     /* stale: this GPU's winner of another revision with none of the
      * current one, which lookups answer with the default */
-    if (x->gpu[0] && strcmp(key->gpu, x->gpu) == 0 && strcmp(key->rev, x->rev) != 0) {
+    if (c->gpu[0] && strcmp(key->gpu, c->gpu) == 0 && strcmp(key->rev, c->rev) != 0) {
         tt_key_v2 k = *key;
-        snprintf(k.rev, sizeof k.rev, "%s", x->rev);
+        snprintf(k.rev, sizeof k.rev, "%s", c->rev);
         tt_lookup_result r;
-        if (tt_index_lookup(x->d->index, &k, &r) == 0 && r.match != TT_MATCH_EXACT) x->stale++;
+        if (tt_index_lookup(c->x->index, &k, &r) == 0 && r.match != TT_MATCH_EXACT) c->stale++;
     }
 }
 
-void tt_fleet_table_ident(tt_daemon *d, tt_fleet_ident *out) {
-    ident_ctx x = {d, tt_daemon_gpu(d), tt_daemon_rev(d), 0, 0};
-    tt_index_each(d->index, ident_one, &x);
-    tt__hash_hex(x.sum, out->checksum);
-    out->stale = x.stale;
-    out->last_import_at = d->last_import_at;
+void tt_fleet_table_ident(tt_hctx *x, tt_fleet_ident *out) {
+    ident_ctx c = {x, x->gpu, x->rev, 0, 0};
+    tt_index_each(x->index, ident_one, &c);
+    tt__hash_hex(c.sum, out->checksum);
+    out->stale = c.stale;
+    out->last_import_at = x->last_import_at;
 }

@@ -6,9 +6,7 @@
  *     src/tuner/fleet/record.h). The daemon validates every record again,
  *     merges all of them in one store transaction and updates the
  *     in-memory index for the keys whose winner changed.
- *   EXPORT [gpu=HEX] [rev=HEX] [all=1] [format=json|sqlite]
- *     the winners (and with all=1 every measurement) as record lines, or a
- *     consistent SQLite snapshot in base64 lines.
+ *   EXPORT: see export.h.
  *
  * While an IMPORT body is arriving, the connection's lines go to
  * tt_handle_import_line instead of being parsed as requests; other
@@ -21,7 +19,7 @@
 #include <stddef.h>
 
 #include "tuner/daemon/buf.h"
-#include "tuner/daemon/daemon.h"
+#include "tuner/daemon/handlers.h"
 #include "common/proto.h"
 #include "tuner/fleet/record.h"
 
@@ -37,10 +35,9 @@ void tt_fleet_body_free(tt_fleet_body *b); /* NULL is a no-op */
 
 /* IMPORT's request line. Returns TT_HANDLE_OK or TT_HANDLE_CLOSE (no
  * usable lines=N: the body cannot be framed). */
-int tt_handle_import(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out);
+int tt_handle_import(tt_hctx *x, tt_session *s, const tt__msg *m, tt_buf *out);
 /* One body line of the IMPORT in progress on `c`. */
-int tt_handle_import_line(tt_daemon *d, tt_conn *c, const char *line, size_t len, tt_buf *out);
-void tt_handle_export(tt_daemon *d, const tt__msg *m, tt_buf *out);
+int tt_handle_import_line(tt_hctx *x, tt_session *s, const char *line, size_t len, tt_buf *out);
 
 /* What identifies the table a node serves, for STATUS and STATS: the
  * checksum of every winner (tt_fleet_table_sum_add, the same for the same
@@ -52,6 +49,6 @@ typedef struct tt_fleet_ident {
     int64_t stale;
     int64_t last_import_at;
 } tt_fleet_ident;
-void tt_fleet_table_ident(tt_daemon *d, tt_fleet_ident *out);
+void tt_fleet_table_ident(tt_hctx *x, tt_fleet_ident *out);
 
 #endif

@@ -29,7 +29,7 @@
 #endif
 
 enum {
-    O_SOCKET, O_DB, O_CACHE, O_WORKER, O_WTIMEOUT, O_GROUP, O_MAXCONN, O_IDLE, O_LOG, O_CONFIG, O_FG,
+    O_SOCKET, O_DB, O_CACHE, O_WORKER, O_WTIMEOUT, O_GROUP, O_MAXCONN, O_PERUSER, O_ADMINCONN, O_IDLE, O_LOG, O_CONFIG, O_FG,
     O_HELP, O_HELP_MAN, O_VERSION, O_COUNT
 };
 
@@ -50,6 +50,10 @@ static const opt opts[O_COUNT] = {
     [O_GROUP] = {"admin-group", "NAME", "members may TUNE, CANCEL, FORGET and IMPORT (root and the daemon's own user "
                                        "always may); none by default", 2},
     [O_MAXCONN] = {"max-connections", "N", "connection cap; beyond it clients get ERR busy (default 1024)", 2},
+    [O_PERUSER] = {"max-connections-per-user", "N", "connections one user but root and the daemon's may hold "
+                                                    "(default a quarter of max-connections)", 1},
+    [O_ADMINCONN] = {"admin-connections", "N", "slots of the cap only root and the daemon's user may take "
+                                               "(default 1/64 of max-connections)", 1},
     [O_IDLE] = {"idle-timeout", "SEC", "close connections idle this long (default 300)", 2},
     [O_LOG] = {"log-level", "LEVEL", "error, warn, info or debug (default info)", 2},
     [O_CONFIG] = {"config", "FILE", "configuration file (default $TILETUNED_CONFIG, else " TT_CONFIG_DEFAULT
@@ -216,9 +220,16 @@ static int to_opts(const settings *s, tt_daemon_opts *o, int *level, char *err, 
     o->max_connections = 1024;
     o->idle_timeout_s = 300;
     o->worker_timeout_s = 300;
+    o->max_per_user = 0;
+    o->admin_reserved = -1;
     *level = TT_LOG_INFO;
     if ((v = s->val[O_WTIMEOUT]) && int_val("worker-timeout", v, 1, 86400, &o->worker_timeout_s, err, errlen) < 0) return -1;
     if ((v = s->val[O_MAXCONN]) && int_val("max-connections", v, 1, 1 << 20, &o->max_connections, err, errlen) < 0)
+        return -1;
+    if ((v = s->val[O_PERUSER]) &&
+        int_val("max-connections-per-user", v, 1, 1 << 20, &o->max_per_user, err, errlen) < 0)
+        return -1;
+    if ((v = s->val[O_ADMINCONN]) && int_val("admin-connections", v, 0, 1 << 20, &o->admin_reserved, err, errlen) < 0)
         return -1;
     if ((v = s->val[O_IDLE]) && int_val("idle-timeout", v, 1, 86400 * 7, &o->idle_timeout_s, err, errlen) < 0) return -1;
     if ((v = s->val[O_LOG]) && tt_log_level_parse(v, level) < 0) {

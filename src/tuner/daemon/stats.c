@@ -16,50 +16,6 @@ void tt_stats_observe_lookup(tt_stats *s, uint64_t ns) {
     s->lookup_sum_ns += ns;
 }
 
-static const char *const verb_upper[] = {
-#define X(v) #v,
-    TT_VERBS(X)
-#undef X
-};
-static const char *const verb_lower[] = {"hello", "ping", "lookup", "status", "stats",
-                                         "tune",  "jobs", "cancel", "forget", "import",
-                                         "export", "job", "other"};
-static const char *const errc_names[] = {
-#define X(e, s) s,
-    TT_ERRCS(X)
-#undef X
-};
-static const char *const match_names[] = {"exact", "nearest", "default"};
-static const char *const job_states[] = {"queued", "running", "done", "failed", "cancelled"};
-
-_Static_assert(sizeof verb_lower / sizeof verb_lower[0] == TT_VERB_COUNT, "verb names");
-
-tt_verb tt_verb_find(const char *s) {
-    for (int i = 0; i < TT_VERB_OTHER; i++)
-        if (strcmp(s, verb_upper[i]) == 0) return (tt_verb)i;
-    return TT_VERB_OTHER;
-}
-
-const char *tt_verb_name(tt_verb v) { return v < TT_VERB_COUNT ? verb_lower[v] : "other"; }
-
-const char *tt_errc_name(tt_errc e) { return e < TT_ERRC_COUNT ? errc_names[e] : "internal"; }
-
-tt_errc tt_errc_from_status(int status) {
-    switch (status) {
-    case TT_ERR_INVAL: return TT_ERRC_FIELD;
-    case TT_ERR_RANGE: return TT_ERRC_RANGE;
-    case TT_ERR_UNSUPPORTED: return TT_ERRC_UNSUPPORTED;
-    case TT_ERR_PROTO: return TT_ERRC_PROTO;
-    case TT_ERR_PERM: return TT_ERRC_PERMISSION;
-    case TT_ERR_NOTFOUND: return TT_ERRC_NOTFOUND;
-    case TT_ERR_DB: return TT_ERRC_DB;
-    case TT_ERR_BUSY: return TT_ERRC_BUSY;
-    case TT_ERR_TIMEOUT: return TT_ERRC_TIMEOUT;
-    case TT_ERR_VERSION: return TT_ERRC_VERSION;
-    default: return TT_ERRC_INTERNAL;
-    }
-}
-
 /* A metric family. `label` NULL: a single unlabelled sample. Text form
  * names are "<name>_<label value>" (or "<name>"). */
 typedef struct family {
@@ -225,11 +181,11 @@ int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prom, tt_bu
     static const family table = {"table_info", "The served table's checksum (same table, same checksum).", "gauge", "checksum"};
 
     hd = 0;
-    for (int i = 0; i < TT_VERB_COUNT; i++) emit(&b, prom, &requests, &hd, verb_lower[i], (long long)s->requests[i]);
+    for (int i = 0; i < TT_VERB_COUNT; i++) emit(&b, prom, &requests, &hd, tt__verb_name((tt_verb)i), (long long)s->requests[i]);
     hd = 0;
-    for (int i = 0; i < 3; i++) emit(&b, prom, &lookups, &hd, match_names[i], (long long)s->lookups[i]);
+    for (int i = 0; i < TT_MATCH_COUNT; i++) emit(&b, prom, &lookups, &hd, tt__match_word(i), (long long)s->lookups[i]);
     hd = 0;
-    for (int i = 0; i < TT_ERRC_COUNT; i++) emit(&b, prom, &errors, &hd, errc_names[i], (long long)s->errors[i]);
+    for (int i = 0; i < TT_ERRC_COUNT; i++) emit(&b, prom, &errors, &hd, tt__errc_name((tt_errc)i), (long long)s->errors[i]);
     const struct {
         const family *f;
         long long v;
@@ -246,7 +202,7 @@ int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prom, tt_bu
         emit(&b, prom, single[i].f, &hd, NULL, single[i].v);
     }
     hd = 0;
-    for (int i = 0; i < 5; i++) emit(&b, prom, &jobs, &hd, job_states[i], g->jobs[i]);
+    for (int i = 0; i < TT_JOB_STATE_COUNT; i++) emit(&b, prom, &jobs, &hd, tt__job_state_word(i), g->jobs[i]);
     hd = 0;
     if (g->table) emit(&b, prom, &table, &hd, g->table, 1);
     static const family restarts = {"worker_restarts_total", "Worker processes started again after a GPU's first.",

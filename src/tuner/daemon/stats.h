@@ -8,37 +8,9 @@
 
 #include <stdint.h>
 
+#include "common/wire.h"
 #include "tuner/daemon/buf.h"
 #include "tiletune.h"
-
-/* The request verbs; TT_VERB_OTHER counts lines whose verb is unknown. */
-#define TT_VERBS(X) X(HELLO) X(PING) X(LOOKUP) X(STATUS) X(STATS) X(TUNE) X(JOBS) X(CANCEL) X(FORGET) X(IMPORT) X(EXPORT) X(JOB)
-typedef enum tt_verb {
-#define X(v) TT_VERB_##v,
-    TT_VERBS(X)
-#undef X
-    TT_VERB_OTHER,
-    TT_VERB_COUNT
-} tt_verb;
-
-/* The ERR codes of docs/protocol.md. */
-#define TT_ERRCS(X)                                                                        \
-    X(PROTO, "proto") X(VERB, "verb") X(FIELD, "field") X(RANGE, "range")                  \
-    X(UNSUPPORTED, "unsupported") X(TOOLONG, "toolong") X(BUSY, "busy")                    \
-    X(PERMISSION, "permission") X(NOTFOUND, "notfound") X(DB, "db") X(TIMEOUT, "timeout")  \
-    X(VERSION, "version") X(INTERNAL, "internal")
-typedef enum tt_errc {
-#define X(e, s) TT_ERRC_##e,
-    TT_ERRCS(X)
-#undef X
-    TT_ERRC_COUNT
-} tt_errc;
-
-tt_verb tt_verb_find(const char *s);
-const char *tt_verb_name(tt_verb v); /* lower case: "lookup" */
-const char *tt_errc_name(tt_errc e); /* the wire word: "range" */
-/* The wire code for a negative TT_ERR_* status of a handler. */
-tt_errc tt_errc_from_status(int status);
 
 /* LOOKUP service time (parse, index, reply), upper bounds in ns of the
  * histogram's buckets; a last bucket takes the rest (+Inf). */
@@ -47,7 +19,7 @@ extern const uint64_t tt_lookup_bucket_ns[TT_LOOKUP_BUCKETS];
 
 typedef struct tt_stats {
     uint64_t requests[TT_VERB_COUNT];
-    uint64_t lookups[3]; /* by tt_match */
+    uint64_t lookups[TT_MATCH_COUNT];
     uint64_t errors[TT_ERRC_COUNT];
     uint64_t conn_accepted, conn_refused, conn_timed_out;
     uint64_t jobs_created, jobs_cancelled;
@@ -66,7 +38,7 @@ typedef struct tt_stats_gauges {
     int64_t conn_open;
     int64_t records;
     int64_t uptime_s;
-    int64_t jobs[5]; /* by tt_job_state: queued running done failed cancelled */
+    int64_t jobs[TT_JOB_STATE_COUNT]; /* by tt_job_state */
     int64_t gpus;
     int64_t stale;          /* this GPU's keys with only a stale winner */
     int64_t last_import_at; /* unix seconds, 0: none */

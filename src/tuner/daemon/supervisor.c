@@ -295,6 +295,11 @@ static void dispatch_all(tt_supervisor *s) {
     for (int i = 0; i < s->nworkers; i++) dispatch(s->w[i]);
 }
 
+/* What a key without gpu=/rev= means may have changed: tell the daemon. */
+static void identity_changed(tt_supervisor *s) {
+    if (s->ev.on_identity) s->ev.on_identity(s->ev.ud, s->rev, tt_supervisor_gpu(s));
+}
+
 /* Every handle of a process is closed: account for the death, then
  * restart after the back-off, or stay down if the worker said it has no
  * GPU and left cleanly. */
@@ -304,6 +309,7 @@ static void worker_gone(worker *w) {
     int nogpu = w->state == W_NOGPU;
     int measuring = w->state == W_BUSY;
     w->has_gpu = 0;
+    if (w->index == 0) identity_changed(s);
     if (s->ev.on_worker) s->ev.on_worker(s->ev.ud, w->index, 0, !nogpu && w->killed_for != KILL_STOP);
     if (s->stopping) {
         w->state = W_NONE;
@@ -405,6 +411,7 @@ static void on_hello(worker *w, const tt__msg *m) {
         return;
     }
     snprintf(s->rev, sizeof s->rev, "%s", rev);
+    identity_changed(s);
     uv_timer_stop(&w->timer);
     if (w->index == 0) {
         s->no_gpu = count == 0;
@@ -461,6 +468,7 @@ static void on_hello(worker *w, const tt__msg *m) {
     if (w->lost) tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "GPU %d is back", w->index);
     w->had_gpu = 1;
     w->lost = 0;
+    if (w->index == 0) identity_changed(s);
     w->state = W_IDLE;
     tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "worker for GPU %d ready: %s (sm_%d%d, fingerprint %s), kernel revision %s", w->index,
             g.name, g.cc_major, g.cc_minor, g.fingerprint, rev);
@@ -630,6 +638,7 @@ static void spawn(worker *w) {
     w->exited = w->killed_for = w->out_closed = 0;
     w->line_len = 0;
     w->has_gpu = 0;
+    if (w->index == 0) identity_changed(s);
     w->handles = 3;
     s->live += 3;
     if (w->index == 0 || w->lost) s->last_probe_ms = uv_now(s->loop);

@@ -59,6 +59,10 @@ typedef struct tt_supervisor_events {
     /* A worker process started, or died / was killed (failed = 1) or
      * exited cleanly (failed = 0). May be NULL. */
     void (*on_worker)(void *ud, int gpu_index, int started, int failed);
+    /* The workers' kernel revision or GPU 0's fingerprint may have changed
+     * (a HELLO, worker 0 gone): what tt_supervisor_rev/gpu now say. May be
+     * NULL. */
+    void (*on_identity)(void *ud, const char *rev, const char *gpu);
 } tt_supervisor_events;
 
 typedef enum tt_tuning_state {

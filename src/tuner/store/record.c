@@ -5,12 +5,20 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/wire.h"
 
 /* ---- names ----------------------------------------------------------------- */
 
 static const char *const meas_names[] = {"ok", "wrong", "fault", "timeout", "skipped"};
 static const char *const mode_names[] = {"exhaustive", "fast"};
-static const char *const job_names[] = {"queued", "running", "done", "failed", "cancelled"};
+static const char *const job_names[] = {
+#define X(e, s) s,
+    TT_WIRE_JOB_STATES(X)
+#undef X
+};
+#define X(e, s) _Static_assert((int)TT_JOB_##e == (int)TT__N_JOB_##e, "TT_WIRE_JOB_STATES follows tt_job_state");
+TT_WIRE_JOB_STATES(X)
+#undef X
 static const char *const jkey_names[] = {"pending", "running", "done", "failed", "cancelled"};
 #define NNAMES(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

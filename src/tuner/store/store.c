@@ -593,38 +593,154 @@ static int quick_check(sqlite3 *db, char *msg, size_t len) {
         goto out;                              \
     } while (0)
 
+static uint32_t be32(const unsigned char *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* SQLite's WAL checksum (its wal.c): over 8-byte steps of 32-bit words,
+ * big-endian when the magic's low bit is set. */
+static void wal_sum(int big, const unsigned char *p, size_t n, uint32_t *s1, uint32_t *s2) {
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        uint32_t a, b;
+        if (big) {
+            a = be32(p + i);
+            b = be32(p + i + 4);
+        } else {
+            a = (uint32_t)p[i] | (uint32_t)p[i + 1] << 8 | (uint32_t)p[i + 2] << 16 | (uint32_t)p[i + 3] << 24;
+            b = (uint32_t)p[i + 4] | (uint32_t)p[i + 5] << 8 | (uint32_t)p[i + 6] << 16 | (uint32_t)p[i + 7] << 24;
+        }
+        *s1 += a + *s2;
+        *s2 += b + *s1;
+    }
+}
+
+/*
+ * The write-ahead log next to the database, checked as SQLite's recovery
+ * reads it, so that a damaged one is refused instead of silently dropped
+ * with the commits in it: no file or an empty one is fine; otherwise the
+ * header must be a WAL header of this page size with a good checksum, and
+ * no frame of the current generation (its salts) may fail its checksum
+ * while a commit follows it (recovery would stop there and lose that
+ * commit). Frames of an older generation after the last good one are the
+ * normal leftovers of a checkpoint; a torn uncommitted tail is a crash's.
+ */
+static int check_wal(tt_store *s, const char *path, uint32_t page_size) {
+    char wal[4200];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    int ret = 0;
+    unsigned char *frame = NULL;
+    int fd = open(wal, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) {
+        if (errno == ENOENT) return 0;
+        set_err(s, "%s: %s", wal, strerror(errno));
+        return errno == ELOOP ? TT_ERR_INVAL : TT_ERR_IO;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        set_err(s, "%s: not a regular file", wal);
+        ret = TT_ERR_INVAL;
+        goto out;
+    }
+    if (sb.st_size == 0) goto out;
+    unsigned char h[32];
+    if (read(fd, h, sizeof h) != (ssize_t)sizeof h || (be32(h) & ~1u) != 0x377f0682u || be32(h + 4) != 3007000 ||
+        be32(h + 8) != page_size) {
+        set_err(s, "%s: damaged write-ahead log (not a WAL of this database's %u-byte pages); the commits in it "
+                   "would be lost: restore it or the database from a backup, or move it away to accept the loss",
+                wal, page_size);
+        ret = TT_ERR_CORRUPT;
+        goto out;
+    }
+    int big = be32(h) & 1;
+    uint32_t s1 = 0, s2 = 0;
+    wal_sum(big, h, 24, &s1, &s2);
+    if (s1 != be32(h + 24) || s2 != be32(h + 28)) {
+        set_err(s, "%s: damaged write-ahead log (bad header checksum); the commits in it would be lost: restore "
+                   "it or the database from a backup, or move it away to accept the loss", wal);
+        ret = TT_ERR_CORRUPT;
+        goto out;
+    }
+    size_t fsz = 24 + (size_t)page_size;
+    if (!(frame = malloc(fsz))) {
+        ret = TT_ERR_NOMEM;
+        goto out;
+    }
+    int64_t bad_at = -1;
+    for (int64_t i = 0;; i++) {
+        ssize_t n = read(fd, frame, fsz);
+        if (n != (ssize_t)fsz) break;
+        if (be32(frame + 8) != be32(h + 16) || be32(frame + 12) != be32(h + 20)) break; /* older generation */
+        if (bad_at >= 0) {
+            if (be32(frame + 4) != 0) { /* a commit after the damage */
+                set_err(s, "%s: damaged write-ahead log (frame %lld fails its checksum, a commit follows it); the "
+                           "commits after it would be lost: restore it or the database from a backup, or move it "
+                           "away to accept the loss", wal, (long long)bad_at + 1);
+                ret = TT_ERR_CORRUPT;
+                goto out;
+            }
+            continue;
+        }
+        wal_sum(big, frame, 8, &s1, &s2);
+        wal_sum(big, frame + 24, page_size, &s1, &s2);
+        if (s1 != be32(frame + 16) || s2 != be32(frame + 20)) bad_at = i;
+    }
+out:
+    free(frame);
+    close(fd);
+    return ret;
+}
+
 /*
  * Decides, without writing anything, whether `path` may be opened for
  * writing: it does not exist, is empty (0 bytes, or SQLite with no schema
- * and no ids), or is a healthy tiletune database no newer than this build.
+ * and no ids), or is a healthy tiletune database no newer than this build
+ * with a write-ahead log SQLite would recover whole. Refuses a symlink and
+ * anything but a regular file (a FIFO without waiting for a writer).
  */
-static int inspect(tt_store *s, const char *path) {
+static int inspect_file(tt_store *s, const char *path) {
     int ret = 0;
     sqlite3 *db = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    struct stat sb;
+    if (lstat(path, &sb) < 0) {
         if (errno == ENOENT) return 0;
         set_err(s, "%s: %s", path, strerror(errno));
         return TT_ERR_IO;
     }
-    struct stat sb;
+    if (S_ISLNK(sb.st_mode)) {
+        set_err(s, "%s is a symbolic link: give the database's own path", path);
+        return TT_ERR_INVAL;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        set_err(s, "%s: not a regular file", path);
+        return TT_ERR_INVAL;
+    }
+    /* O_NONBLOCK|O_NOFOLLOW: the file may have been swapped since lstat */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) {
+        set_err(s, "%s: %s", path, strerror(errno));
+        return errno == ELOOP ? TT_ERR_INVAL : TT_ERR_IO;
+    }
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
         set_err(s, "%s: not a regular file", path);
         return TT_ERR_INVAL;
     }
     /* SQLite would treat a short junk file as corrupt only on first read;
-     * looking at the magic ourselves gives a plain answer. */
-    char magic[16] = {0};
-    ssize_t n = sb.st_size > 0 ? read(fd, magic, sizeof magic) : 0;
+     * looking at the header ourselves gives a plain answer. */
+    unsigned char head[100] = {0};
+    ssize_t n = sb.st_size > 0 ? read(fd, head, sizeof head) : 0;
     close(fd);
     if (sb.st_size == 0) return 0;
-    if (n != (ssize_t)sizeof magic || memcmp(magic, "SQLite format 3", 16) != 0) {
+    if (n != (ssize_t)sizeof head || memcmp(head, "SQLite format 3", 16) != 0) {
         set_err(s, "%s: not a tiletune database (not an SQLite file)", path);
         return TT_ERR_CORRUPT;
     }
+    uint32_t page_size = (uint32_t)head[16] << 8 | head[17];
+    if (page_size == 1) page_size = 65536;
+    int64_t file_app = (int32_t)be32(head + 68);
+    if ((ret = check_wal(s, path, page_size)) < 0) return ret;
 
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, NULL);
     if (rc != SQLITE_OK) OPEN_FAIL(map_sqlite(rc), "%s: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
     /* Another process may be creating or migrating the file right now. */
     sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
@@ -639,6 +755,11 @@ static int inspect(tt_store *s, const char *path) {
                    : map_sqlite(rc) == TT_ERR_DB ? TT_ERR_CORRUPT : map_sqlite(rc);
         OPEN_FAIL(code, "%s: corrupt or unreadable database: %s", path, sqlite3_errmsg(db));
     }
+    if (app != TT_STORE_APPLICATION_ID && file_app == TT_STORE_APPLICATION_ID)
+        OPEN_FAIL(TT_ERR_CORRUPT,
+                  "%s: the write-ahead log %s-wal belongs to another database (with it the file reads as "
+                  "application_id 0x%08llx); move it away",
+                  path, path, (unsigned long long)(uint32_t)app);
     if (app != TT_STORE_APPLICATION_ID) {
         if (app != 0 || ver != 0 || nobj != 0)
             OPEN_FAIL(TT_ERR_CORRUPT,
@@ -649,6 +770,9 @@ static int inspect(tt_store *s, const char *path) {
         OPEN_FAIL(TT_ERR_VERSION,
                   "%s: schema version %lld is newer than this tiletune knows (%d); upgrade tiletune",
                   path, (long long)ver, TT_STORE_SCHEMA_VERSION);
+    } else if (ver < 1) {
+        OPEN_FAIL(TT_ERR_CORRUPT, "%s: a tiletune database with schema version %lld, which no tiletune writes", path,
+                  (long long)ver);
     }
     char msg[200];
     rc = quick_check(db, msg, sizeof msg);
@@ -657,6 +781,22 @@ static int inspect(tt_store *s, const char *path) {
         OPEN_FAIL(TT_ERR_CORRUPT, "%s: corrupt database: %s", path, msg);
 out:
     sqlite3_close(db);
+    return ret;
+}
+
+/* inspect_file, and a refusal leaves the directory as it was: the -wal and
+ * -shm files SQLite's read-only open may create are removed again. */
+static int inspect(tt_store *s, const char *path) {
+    char side[2][4200];
+    int had[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(side[i], sizeof side[i], "%s-%s", path, i ? "shm" : "wal");
+        had[i] = access(side[i], F_OK) == 0 || errno != ENOENT;
+    }
+    int ret = inspect_file(s, path);
+    if (ret < 0)
+        for (int i = 0; i < 2; i++)
+            if (!had[i]) unlink(side[i]);
     return ret;
 }
 
@@ -765,7 +905,7 @@ int tt_store_open(const char *path, tt_store **out, char *err, size_t errlen) {
     int ret = inspect(s, path);
     if (ret < 0) goto fail;
 
-    int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW, NULL);
     if (rc != SQLITE_OK) {
         ret = db_fail(s, rc, path);
         goto fail;
@@ -786,6 +926,35 @@ int tt_store_open(const char *path, tt_store **out, char *err, size_t errlen) {
     *out = s;
     return 0;
 fail:
+    if (err && errlen) snprintf(err, errlen, "%s", s->err);
+    tt_store_close(s);
+    return ret;
+}
+
+int tt_store_open_reader(const char *path, tt_store **out, char *err, size_t errlen) {
+    int ret = 0;
+    if (err && errlen) err[0] = '\0';
+    tt_store *s = calloc(1, sizeof *s);
+    if (!s) return TT_ERR_NOMEM;
+    int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, NULL);
+    if (rc != SQLITE_OK) OPEN_FAIL(map_sqlite(rc), "%s: %s", path, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    int64_t app = 0, ver = 0;
+    rc = query_int(s->db, "PRAGMA application_id", &app);
+    if (rc == SQLITE_OK) rc = query_int(s->db, "PRAGMA user_version", &ver);
+    if (rc != SQLITE_OK) OPEN_FAIL(map_sqlite(rc), "%s: %s", path, sqlite3_errmsg(s->db));
+    if (app != TT_STORE_APPLICATION_ID || ver != TT_STORE_SCHEMA_VERSION)
+        OPEN_FAIL(TT_ERR_VERSION, "%s: not the database this daemon opened (version %lld)", path, (long long)ver);
+    if ((ret = prepare_all(s)) < 0) goto out;
+    /* a read transaction, not IMMEDIATE: a reader takes no write lock */
+    sqlite3_finalize(s->st[ST_BEGIN]);
+    s->st[ST_BEGIN] = NULL;
+    rc = sqlite3_prepare_v2(s->db, "BEGIN", -1, &s->st[ST_BEGIN], NULL);
+    if (rc != SQLITE_OK) OPEN_FAIL(map_sqlite(rc), "%s: %s", path, sqlite3_errmsg(s->db));
+    *out = s;
+    return 0;
+out:
     if (err && errlen) snprintf(err, errlen, "%s", s->err);
     tt_store_close(s);
     return ret;

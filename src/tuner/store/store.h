@@ -42,6 +42,14 @@ typedef struct tt_store tt_store;
  * *out is the caller's; close it with tt_store_close.
  */
 int tt_store_open(const char *path, tt_store **out, char *err, size_t errlen);
+/*
+ * A second, read-only handle on a database a tt_store_open already opened
+ * (and migrated) in this process: no checks beyond the ids and version,
+ * no writes, no locks taken. tt_store_begin on it starts a read
+ * transaction (one consistent snapshot until tt_store_rollback), for long
+ * reads off the daemon's loop (EXPORT).
+ */
+int tt_store_open_reader(const char *path, tt_store **out, char *err, size_t errlen);
 /* Finalizes the statements and closes the file. NULL is a no-op. */
 void tt_store_close(tt_store *s);
 /* The message of the last failed call on `s` ("" if none). */
