@@ -297,10 +297,10 @@ int tt__lookup_reply_parse(const tt__msg *m, tt_lookup_result *res) {
     memset(&r, 0, sizeof r);
     const char *s = tt__msg_get(m, "match");
     if (!s) return TT_ERR_PROTO;
-    if (strcmp(s, "exact") == 0) r.match = TT_MATCH_EXACT;
-    else if (strcmp(s, "nearest") == 0) r.match = TT_MATCH_NEAREST;
-    else if (strcmp(s, "default") == 0) r.match = TT_MATCH_DEFAULT;
-    else return TT_ERR_PROTO;
+    int mk = 0;
+    while (tt__match_word(mk) && strcmp(s, tt__match_word(mk)) != 0) mk++;
+    if (!tt__match_word(mk)) return TT_ERR_PROTO;
+    r.match = (tt_match)mk;
     if (!(s = tt__msg_get(m, "config")) || tt_config_parse(s, &r.config) < 0) return TT_ERR_PROTO;
     if (tt__parse_i64(tt__msg_get(m, "seqlen_q"), 1, TT_SEQLEN_MAX, &r.seqlen_q) < 0 ||
         tt__parse_i64(tt__msg_get(m, "seqlen_k"), 1, TT_SEQLEN_MAX, &r.seqlen_k) < 0)
