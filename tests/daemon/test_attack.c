@@ -174,4 +174,46 @@ TEST(one_user_cannot_take_every_slot) {
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
 }
 
+/* The per-user cap's default follows a cap changed by SIGHUP: started at
+ * 4 connections (one a user), reloaded to 64 (sixteen a user). */
+TEST(per_user_default_follows_a_reloaded_cap) {
+    if (getuid() != 0) TT_SKIP("needs root to connect as other uids");
+    td t;
+    td_init(&t);
+    ASSERT_OK(chmod(t.dir, 0755));
+    char conf[400], line[512];
+    snprintf(conf, sizeof conf, "%s/tiletuned.conf", t.dir);
+    FILE *f = fopen(conf, "w");
+    ASSERT(f != NULL);
+    fputs("max-connections = 4\n", f);
+    fclose(f);
+    const char *args[] = {"--config", conf, NULL};
+    td_start(&t, args);
+    ASSERT_OK(chmod(t.sock, 0666));
+    int rep[2], hold[2];
+    pid_t kid = open_as(&t, 65534, 8, rep, hold);
+    ASSERT_EQ(served_of(rep), 1);
+    close(hold[1]);
+    int st;
+    waitpid(kid, &st, 0);
+    ASSERT(f = fopen(conf, "w"));
+    fputs("max-connections = 64\n", f);
+    fclose(f);
+    kill(t.pid, SIGHUP);
+    int reloaded = 0;
+    for (int i = 0; i < 500 && !reloaded; i++) {
+        FILE *l = fopen(t.log, "r");
+        while (l && !reloaded && fgets(line, sizeof line, l)) reloaded = strstr(line, "max connections 64") != NULL;
+        if (l) fclose(l);
+        if (!reloaded) usleep(10000);
+    }
+    ASSERT(reloaded);
+    usleep(100000); /* the first child's connections are closed */
+    kid = open_as(&t, 65534, 8, rep, hold);
+    ASSERT_EQ(served_of(rep), 8);
+    close(hold[1]);
+    waitpid(kid, &st, 0);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
+}
+
 TT_TEST_MAIN()

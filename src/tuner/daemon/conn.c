@@ -338,12 +338,12 @@ static const char *admit(tt_daemon *d, const tt_peer *p) {
     if (d->stopping) return "shutting down";
     if (d->conn_open >= d->opts.max_connections) return "connection limit reached";
     if (p->known && (p->uid == 0 || p->uid == d->auth.self_uid)) return NULL;
-    if (d->conn_open >= d->opts.max_connections - d->opts.admin_reserved)
+    if (d->conn_open >= d->opts.max_connections - d->admin_reserved)
         return "connection limit reached (the rest are kept for admins)";
     int64_t mine = 0;
     for (tt_conn *o = d->conns; o; o = o->next)
         mine += !o->refused && !o->closing && o->sess.peer.known && o->sess.peer.uid == p->uid;
-    if (mine > d->opts.max_per_user) return "connection limit of your user reached";
+    if (mine > d->max_per_user) return "connection limit of your user reached";
     return NULL;
 }
 

@@ -78,6 +78,17 @@ static void on_signal(uv_signal_t *h, int sig) {
 
 static void raise_fd_limit(int conns);
 
+/* The per-user cap and the admins' slots: as asked, or their defaults
+ * from the cap (a quarter, 1/64), and below the cap. Again after a reload
+ * changes the cap, so defaults follow it. */
+static void conn_limits(tt_daemon *d) {
+    const tt_daemon_opts *o = &d->opts;
+    int cap = o->max_connections;
+    d->max_per_user = o->max_per_user > 0 ? o->max_per_user : cap >= 4 ? cap / 4 : 1;
+    d->admin_reserved = o->admin_reserved >= 0 ? o->admin_reserved : cap / 64;
+    if (d->admin_reserved >= cap) d->admin_reserved = cap - 1;
+}
+
 /* systemctl reload: what can change without a restart takes effect; a
  * file that does not parse changes nothing. */
 static void on_hup(uv_signal_t *h, int sig) {
@@ -98,6 +109,7 @@ static void on_hup(uv_signal_t *h, int sig) {
         d->hx.admin_group = o.admin_group != NULL;
         d->opts.max_connections = o.max_connections;
         d->opts.idle_timeout_s = o.idle_timeout_s;
+        conn_limits(d);
         raise_fd_limit(o.max_connections);
         tt_info("reloaded: admin group %s, max connections %d, idle timeout %d s, log level %s",
                 o.admin_group ? o.admin_group : "none", o.max_connections, o.idle_timeout_s,
@@ -169,9 +181,7 @@ int tt_daemon_run(const tt_daemon_opts *opts) {
     raise_fd_limit(opts->max_connections);
     tt_builtin_kernel_rev(d->hx.builtin_rev);
     tt_hctx_identity(&d->hx, "", "");
-    if (d->opts.max_per_user <= 0) d->opts.max_per_user = d->opts.max_connections >= 4 ? d->opts.max_connections / 4 : 1;
-    if (d->opts.admin_reserved < 0) d->opts.admin_reserved = d->opts.max_connections / 64;
-    if (d->opts.admin_reserved >= d->opts.max_connections) d->opts.admin_reserved = d->opts.max_connections - 1;
+    conn_limits(d);
     if ((rc = tt_auth_init(&d->auth, opts->admin_group, err, sizeof err)) < 0) {
         tt_err("%s", err);
         return 1;
