@@ -44,6 +44,14 @@ int cli_fail(const char *fmt, ...) {
     return CLI_FAIL;
 }
 
+void cli_reply_clean(char *err, tt__reply *r) {
+    /* what the daemon sent reaches a terminal: no control characters */
+    tt__sanitize_text(err);
+    if (!r) return;
+    tt__sanitize_text((char *)r->message);
+    for (int i = 0; i < r->nbody; i++) tt__sanitize_text(r->body[i]);
+}
+
 int cli_request_raw(cli *c, const char *line, tt__reply *r) {
     char err[512];
     int64_t deadline = tt__deadline_after_ms(c->timeout_ms);
@@ -55,12 +63,7 @@ int cli_request_raw(cli *c, const char *line, tt__reply *r) {
         if (rc < 0) return cli_fail("%s", err);
     }
     rc = tt__conn_request(c->conn, line, r, deadline, err, sizeof err);
-    /* what the daemon sent reaches a terminal: no control characters */
-    tt__sanitize_text(err);
-    if (rc == 0) {
-        tt__sanitize_text((char *)r->message);
-        for (int i = 0; i < r->nbody; i++) tt__sanitize_text(r->body[i]);
-    }
+    cli_reply_clean(err, rc == 0 ? r : NULL);
     if (rc == TT_ERR_TIMEOUT) return cli_fail("%s (waited %d ms; see --timeout)", err, c->timeout_ms);
     if (rc < 0) return cli_fail("%s", err);
     return 0;

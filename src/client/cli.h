@@ -79,6 +79,11 @@ int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * reply) and CLI_FAIL returned, *r empty. */
 int cli_request(cli *c, const char *line, tt__reply *r);
 
+/* Replaces control characters in what a daemon sent (an error text, a
+ * reply's message and body; r NULL: only err) before it reaches a
+ * terminal. Every reply the CLI reads goes through here. */
+void cli_reply_clean(char *err, tt__reply *r);
+
 /* As cli_request, but an ERR reply is returned too (0, r->status < 0,
  * r->code the wire code): for a command to which some ERR means
  * something else than a failure. */

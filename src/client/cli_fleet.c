@@ -450,8 +450,10 @@ static int send_import(cli *c, const char *path, const table *t, const file_ctx 
         goto out;
     }
     tt__reply r;
-    if (tt__conn_send(c->conn, body.p, body.len, deadline, err, sizeof err) < 0 ||
-        tt__conn_read_reply(c->conn, &r, deadline, err, sizeof err) < 0) {
+    int sent = tt__conn_send(c->conn, body.p, body.len, deadline, err, sizeof err) == 0 &&
+               tt__conn_read_reply(c->conn, &r, deadline, err, sizeof err) == 0;
+    cli_reply_clean(err, sent ? &r : NULL);
+    if (!sent) {
         rc = cli_fail("%s: %s; the import may or may not have been merged", path, err);
         goto out;
     }

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "../client/cli_run.h"
+#include "../client/fake_daemon.h"
 #include "fleet_util.h"
 #include "harness.h"
 #include "common/proto.h"
@@ -679,6 +680,45 @@ TEST(tune_stale_twice_queues_each_key_once) {
     ASSERT_EQ(r.rc, 0); /* nothing to do is not a failure */
     ASSERT_CONTAINS(r.out, "nothing to re-tune");
     ASSERT_EQ(td_stop(&a, SIGTERM), 0);
+}
+
+static int hostile_refuses;
+
+/* A listener that answers an IMPORT with escape sequences: refused, or
+ * accepted with a reason for one record. */
+static const char *hostile_import(fake_daemon *f, const char *line) {
+    (void)f;
+    if (strncmp(line, "IMPORT ", 7) != 0) return "";
+    if (hostile_refuses) return "ERR permission \x1b[31mred\x1b[0m\n";
+    return "OK added=0 replaced=0 kept=0 rejected=1 stale=0 foreign=0 history=0 committed=1 lines=1\n"
+           "record=1 \x1b]0;owned\x07" "bad\n";
+}
+
+/* What the daemon says about an import reaches the terminal without
+ * control characters, as every other reply the CLI prints. */
+TEST(import_replies_are_sanitised) {
+    td a;
+    td_init(&a);
+    seed(a.db, NULL);
+    td_start(&a, NULL);
+    char path[400];
+    snprintf(path, sizeof path, "%s/a.json", a.dir);
+    cli_result r;
+    cli(&r, "--socket", a.sock, "export", "-o", path, NULL);
+    if (r.rc) TT_FAIL_AT("export: %s", r.err);
+    ASSERT_EQ(td_stop(&a, SIGTERM), 0);
+    fake_daemon *f = fake_start(FAKE_SERVE, hostile_import);
+    hostile_refuses = 1;
+    cli(&r, "--socket", f->path, "import", path, NULL);
+    ASSERT_EQ(r.rc, 1);
+    ASSERT(strchr(r.err, '\x1b') == NULL);
+    ASSERT_CONTAINS(r.err, "?[31mred");
+    hostile_refuses = 0;
+    cli(&r, "--socket", f->path, "import", path, NULL);
+    ASSERT(strchr(r.out, '\x1b') == NULL && strchr(r.err, '\x1b') == NULL);
+    ASSERT(strchr(r.out, '\x07') == NULL && strchr(r.err, '\x07') == NULL);
+    ASSERT(strstr(r.out, "?]0;owned?bad") || strstr(r.err, "?]0;owned?bad"));
+    fake_stop(f);
 }
 
 TT_TEST_MAIN()
