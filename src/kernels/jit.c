@@ -43,8 +43,10 @@ static int check_variant(const tt__variant *v, char *err, size_t errlen) {
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)v->head_dim);
     if (!tt__dtype_name(v->dtype))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported dtype %d", (int)v->dtype);
-    if (v->causal != 0 && v->causal != 1)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "causal must be 0 or 1");
+    /* 2 (bottom-right) is compiled by the sources that implement it; the
+     * others reject it with an #error */
+    if (v->causal < 0 || v->causal > 2)
+        return tt__fail(TT_ERR_INVAL, err, errlen, "causal must be 0, 1 or 2");
     if (v->arch < 80 || v->arch > 199)
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "arch sm_%d: the mma family needs sm_80 or later", (int)v->arch);
     if (v->config.family == TT_FAMILY_WGMMA && v->arch != 90)

@@ -10,6 +10,7 @@
 #include "cuda_api.h"
 #include "key.h"
 #include "source.h"
+#include "splitkv.h"
 
 /* grid.y and grid.z are heads and batch: the hardware caps both. */
 #define GRID_YZ_MAX 65535
@@ -207,7 +208,7 @@ int tt__kernel_get(CUcontext ctx, const tt__jit_opts *jo, const tt__variant *v,
 
 /* ---- arguments -------------------------------------------------------------------- */
 
-static int check_strides(const char *name, const int64_t s[3], char *err, size_t errlen) {
+int tt__check_strides(const char *name, const int64_t s[3], char *err, size_t errlen) {
     static const char *const dim[3] = {"batch", "head", "row"};
     for (int i = 0; i < 3; i++) {
         if (s[i] < 0)
@@ -226,7 +227,7 @@ static int check_strides(const char *name, const int64_t s[3], char *err, size_t
 /* The kernel forms element offsets b*s[0] + h*s[1] + row*s[2] in int64 and
  * byte addresses from them: the last element of a tensor must be
  * addressable without either wrapping. */
-static int check_extent(const char *name, const void *ptr, const int64_t s[3], int64_t n0, int64_t n1,
+int tt__check_extent(const char *name, const void *ptr, const int64_t s[3], int64_t n0, int64_t n1,
                         int64_t n2, int64_t row_len, int64_t elem_bytes, char *err, size_t errlen) {
     const int64_t n[3] = {n0, n1, n2};
     int64_t end = row_len, t;
@@ -286,10 +287,10 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
     if (!isfinite(a->scale) || a->scale < 0)
         FAIL(TT_ERR_INVAL, "scale %g must be finite and > 0 (0: 1/sqrt(head_dim))", (double)a->scale);
     int rc;
-    if ((rc = check_strides("q", a->q_stride, err, errlen)) < 0 ||
-        (rc = check_strides("k", a->k_stride, err, errlen)) < 0 ||
-        (rc = check_strides("v", a->v_stride, err, errlen)) < 0 ||
-        (rc = check_strides("o", a->o_stride, err, errlen)) < 0)
+    if ((rc = tt__check_strides("q", a->q_stride, err, errlen)) < 0 ||
+        (rc = tt__check_strides("k", a->k_stride, err, errlen)) < 0 ||
+        (rc = tt__check_strides("v", a->v_stride, err, errlen)) < 0 ||
+        (rc = tt__check_strides("o", a->o_stride, err, errlen)) < 0)
         return rc;
     if (a->o_stride[2] < a->head_dim) FAIL(TT_ERR_INVAL, "o row stride %lld is less than head_dim: output rows overlap", (long long)a->o_stride[2]);
     if (a->lse_stride[0] < 0 || a->lse_stride[1] < 0) FAIL(TT_ERR_INVAL, "lse strides are negative");
@@ -311,11 +312,11 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
     }
     const int64_t lse_s[3] = {packed_lse ? a->heads_q * a->seqlen_q : a->lse_stride[0],
                               packed_lse ? a->seqlen_q : a->lse_stride[1], 1};
-    if ((rc = check_extent("q", a->q, a->q_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
-        (rc = check_extent("k", a->k, a->k_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2, err, errlen)) < 0 ||
-        (rc = check_extent("v", a->v, a->v_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2, err, errlen)) < 0 ||
-        (rc = check_extent("o", a->o, a->o_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
-        (a->lse && (rc = check_extent("lse", a->lse, lse_s, a->batch, a->heads_q, a->seqlen_q, 1, 4, err, errlen)) < 0))
+    if ((rc = tt__check_extent("q", a->q, a->q_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
+        (rc = tt__check_extent("k", a->k, a->k_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2, err, errlen)) < 0 ||
+        (rc = tt__check_extent("v", a->v, a->v_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2, err, errlen)) < 0 ||
+        (rc = tt__check_extent("o", a->o, a->o_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
+        (a->lse && (rc = tt__check_extent("lse", a->lse, lse_s, a->batch, a->heads_q, a->seqlen_q, 1, 4, err, errlen)) < 0))
         return rc;
     if (a->config) {
         char msg[200];
@@ -375,8 +376,8 @@ static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext primary_ctx[MAX_DEVICES];
 static tt__device_limits primary_limits[MAX_DEVICES];
 
-static int context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__device_limits *lim,
-                       char *err, size_t errlen) {
+int tt__context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__device_limits *lim,
+                    char *err, size_t errlen) {
     if (ordinal < 0 || ordinal >= MAX_DEVICES || ordinal >= cu->device_count)
         return tt__fail(TT_ERR_NOGPU, err, errlen, "device %d is out of range", ordinal);
     CUdevice dev;
@@ -401,8 +402,8 @@ static int context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__devi
     return 0;
 }
 
-static int device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr, int *ordinal,
-                             char *err, size_t errlen) {
+int tt__device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr, int *ordinal,
+                          char *err, size_t errlen) {
     int ord = -1;
     CUresult r = cu->PointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(uintptr_t)ptr);
     if (r != CUDA_SUCCESS || ord < 0)
@@ -422,6 +423,12 @@ static void client_open_once(void) {
 
 static int device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,
                           size_t errlen);
+
+/* The process-wide client (NULL when none could be opened). */
+tt_client *tt__process_client(void) {
+    pthread_once(&client_once, client_open_once);
+    return process_client;
+}
 
 static int choose_config(const tt_sdpa_args *a, const tt__device_limits *lim, tt_config *out,
                          char *err, size_t errlen) {
@@ -486,24 +493,25 @@ int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {
     tt_sdpa_params p;
     int rc = tt__sdpa_params_from_args(a, &p, err, errlen);
     if (rc < 0) return rc;
+    if (a->config && a->config->family == TT_FAMILY_SPLITKV) return tt__splitkv_fwd_dense(a, err, errlen);
     const tt__cuda *cu;
     if ((rc = tt__cuda_get(&cu, err, errlen)) < 0) return rc;
     int ord = -1, other = -1;
-    if ((rc = device_of_pointer(cu, "q", a->q, &ord, err, errlen)) < 0) return rc;
+    if ((rc = tt__device_of_pointer(cu, "q", a->q, &ord, err, errlen)) < 0) return rc;
     const struct {
         const char *name;
         const void *ptr;
     } more[4] = {{"k", a->k}, {"v", a->v}, {"o", a->o}, {"lse", a->lse}};
     for (int i = 0; i < 4; i++) {
         if (!more[i].ptr) continue;
-        if ((rc = device_of_pointer(cu, more[i].name, more[i].ptr, &other, err, errlen)) < 0) return rc;
+        if ((rc = tt__device_of_pointer(cu, more[i].name, more[i].ptr, &other, err, errlen)) < 0) return rc;
         if (other != ord)
             return tt__fail(TT_ERR_INVAL, err, errlen, "%s is on device %d, q on device %d", more[i].name,
                             other, ord);
     }
     CUcontext ctx = NULL;
     tt__device_limits lim;
-    if ((rc = context_for(cu, ord, &ctx, &lim, err, errlen)) < 0) return rc;
+    if ((rc = tt__context_for(cu, ord, &ctx, &lim, err, errlen)) < 0) return rc;
     tt__variant v;
     memset(&v, 0, sizeof v);
     if ((rc = choose_config(a, &lim, &v.config, err, errlen)) < 0) return rc;
@@ -525,7 +533,7 @@ static int limits_of(int device, tt__device_limits *lim, char *err, size_t errle
     int rc = tt__cuda_get(&cu, err, errlen);
     if (rc < 0) return rc;
     CUcontext ctx;
-    return context_for(cu, device, &ctx, lim, err, errlen);
+    return tt__context_for(cu, device, &ctx, lim, err, errlen);
 }
 
 int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap, size_t *count,

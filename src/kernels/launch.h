@@ -19,6 +19,7 @@
 #include <cuda.h>
 #include <stddef.h>
 
+#include "cuda_api.h"
 #include "jit.h"
 #include "sdpa_params.h"
 #include "tiletune.h"
@@ -79,5 +80,23 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
  * for: the caller made both from the same arguments. */
 int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream stream, char *err,
                       size_t errlen);
+
+/* The context tt_sdpa_fwd launches in for memory on device `ordinal`
+ * (the thread's current context on that device, else its primary one) and
+ * the device's limits. */
+int tt__context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__device_limits *lim,
+                    char *err, size_t errlen);
+/* The device ordinal of device pointer `ptr` (TT_ERR_INVAL: not device memory). */
+int tt__device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr, int *ordinal,
+                          char *err, size_t errlen);
+/* Strides (batch, head, row) in elements: >= 0 and multiples of 8 (rows
+ * start 16-byte aligned). */
+int tt__check_strides(const char *name, const int64_t s[3], char *err, size_t errlen);
+/* The last element of an n0 x n1 x n2 tensor of rows of row_len elements
+ * is addressable from ptr without wrapping. */
+int tt__check_extent(const char *name, const void *ptr, const int64_t s[3], int64_t n0, int64_t n1,
+                     int64_t n2, int64_t row_len, int64_t elem_bytes, char *err, size_t errlen);
+/* The process-wide daemon client of tt_sdpa_fwd; NULL if none. */
+tt_client *tt__process_client(void);
 
 #endif

@@ -1,5 +1,7 @@
 #include "variants.h"
 
+#include "splitkv.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -128,6 +130,9 @@ int tt__variant_check(const tt_config *c, int32_t head_dim, const tt__device_lim
         return tt__fail(TT_ERR_INVAL, err, errlen, "config: %s", msg);
     if (!tt__head_dim_supported(head_dim))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)head_dim);
+    if (c->family == TT_FAMILY_SPLITKV) return tt__splitkv_check(c, head_dim, dev, err, errlen);
+    if (c->family != TT_FAMILY_MMA && c->family != TT_FAMILY_WGMMA)
+        return tt__fail(TT_ERR_INVAL, err, errlen, "family %d is not in this build", (int)c->family);
     int rc = c->family == TT_FAMILY_WGMMA ? wgmma_check(c, head_dim, dev, err, errlen)
                                           : mma_check(c, head_dim, dev, err, errlen);
     if (rc < 0 || !dev) return rc;
