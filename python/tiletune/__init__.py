@@ -22,7 +22,7 @@ import math
 import os
 
 __all__ = ["sdpa", "variants", "default_config", "parse_config", "format_config", "revision",
-           "library_path", "TileTuneError"]
+           "library_path", "TileTuneError", "flash_attn_with_kvcache", "flash_attn_varlen_func"]
 
 # ---- the C ABI (include/tiletune.h) -------------------------------------------------
 
@@ -36,7 +36,8 @@ class _Config(ctypes.Structure):
     _fields_ = [("family", ctypes.c_int32), ("block_m", ctypes.c_int32),
                 ("block_n", ctypes.c_int32), ("warps", ctypes.c_int32),
                 ("stages", ctypes.c_int32), ("layout", ctypes.c_int32),
-                ("q_in_regs", ctypes.c_int32), ("reserved", ctypes.c_int32 * 9)]
+                ("q_in_regs", ctypes.c_int32), ("split_ctas", ctypes.c_int32),
+                ("reserved", ctypes.c_int32 * 8)]
 
 
 class _Key(ctypes.Structure):
@@ -406,3 +407,7 @@ def sdpa(query, key, value, is_causal=False, scale=None, enable_gqa=False, confi
     if squeeze:
         out, lse = out.squeeze(0), lse.squeeze(0)
     return (out, lse) if return_lse else out
+
+
+# Inference entry points (KV cache, varlen) in flash-attn's terms.
+from .inference import flash_attn_with_kvcache, flash_attn_varlen_func  # noqa: E402
