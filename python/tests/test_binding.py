@@ -34,7 +34,7 @@ class Binding(unittest.TestCase):
         self.assertIn(d["layout"], ("pad", "swizzle"))
         self.assertGreaterEqual(d["block_m"], 16)
         self.assertEqual(list(d), ["family", "block_m", "block_n", "warps", "stages", "layout",
-                                   "q_in_regs", "split_ctas"])
+                                   "q_in_regs"])
 
     def test_bad_configs(self):
         with self.assertRaises(ValueError):

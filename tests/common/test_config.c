@@ -22,7 +22,12 @@ TEST(canonical_text_names_every_knob_in_order) {
     char buf[TT_CONFIG_TEXT_MAX];
     int n = tt_config_format(&c, buf, sizeof buf);
     ASSERT(n > 0);
-    ASSERT_STREQ(buf, "family=mma,block_m=128,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1,split_ctas=0");
+    ASSERT_STREQ(buf, "family=mma,block_m=128,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1");
+    ASSERT_EQ(n, (int)strlen(buf));
+    /* a knob added after the first release appears only when not neutral */
+    c.split_ctas = 2;
+    n = tt_config_format(&c, buf, sizeof buf);
+    ASSERT_STREQ(buf, "family=mma,block_m=128,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1,split_ctas=2");
     ASSERT_EQ(n, (int)strlen(buf));
 }
 
@@ -33,6 +38,7 @@ TEST(text_parses_back_to_the_same_config) {
         for (int st = 1; st <= 4; st++) {
             c.layout = layout;
             c.stages = st;
+            c.split_ctas = st % 2 ? 0 : st;
             ASSERT(tt_config_format(&c, buf, sizeof buf) > 0);
             ASSERT_OK(tt_config_parse(buf, &back));
             ASSERT(tt_config_equal(&c, &back));
@@ -48,6 +54,9 @@ TEST(parse_accepts_any_order_and_numeric_enums) {
     ASSERT_EQ(c.layout, TT_LAYOUT_PAD);
     ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
     ASSERT_EQ(c.split_ctas, 2);
+    /* a text without it (an older daemon's, a stored record) reads it as 0 */
+    ASSERT_OK(tt_config_parse("q_in_regs=0,layout=0,stages=1,warps=8,block_n=32,block_m=64,family=0", &c));
+    ASSERT_EQ(c.split_ctas, 0);
 }
 
 TEST(parse_rejects_malformed_text) {
