@@ -3,8 +3,11 @@
 # that its target exists, so the tree configures while parts are missing.
 #
 #   sbin/tiletuned                           the daemon (systemd/ points at it)
-#   sbin/tiletune-worker                     its measurement worker, beside it
+#   libexec/tiletune/tiletune-worker         its measurement worker (not a command)
 #   bin/tiletune                             the CLI
+#   share/man/man1/tiletune.1, man8/tiletuned.8   made from the option tables
+#   share/bash-completion/completions/tiletune
+#   <sysconfdir>/tiletune/tiletuned.conf     the daemon's configuration (systemd/)
 #   lib/libtiletune.so.<soversion>           the client library
 #   include/tiletune.h
 #   lib/cmake/tiletune/                      find_package(tiletune) -> tiletune::tiletune
@@ -22,13 +25,27 @@ if(TARGET tiletuned)
   install(TARGETS tiletuned RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
 endif()
 
-# The daemon starts its measurement worker from its own directory.
+# The worker is started by the daemon, never by people: libexec. The
+# daemon finds it beside itself (a build tree) or at this path relative to
+# its own directory, so the tree can be moved (a package root, a container).
+set(TT_WORKER_DIR ${CMAKE_INSTALL_LIBEXECDIR}/tiletune)
 if(TARGET tiletune_worker)
-  install(TARGETS tiletune_worker RUNTIME DESTINATION ${CMAKE_INSTALL_SBINDIR})
+  install(TARGETS tiletune_worker RUNTIME DESTINATION ${TT_WORKER_DIR})
+endif()
+if(TARGET tiletuned AND TARGET tiletune_worker)
+  file(RELATIVE_PATH tt_worker_rel ${CMAKE_INSTALL_FULL_SBINDIR}
+       ${CMAKE_INSTALL_FULL_LIBEXECDIR}/tiletune/$<TARGET_FILE_NAME:tiletune_worker>)
+  target_compile_definitions(tiletuned PRIVATE TT_WORKER_RELATIVE="${tt_worker_rel}")
 endif()
 
 if(TARGET tiletune_cli)
   install(TARGETS tiletune_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(FILES ${PROJECT_BINARY_DIR}/src/client/tiletune.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  install(FILES ${PROJECT_BINARY_DIR}/src/client/tiletune.bash-completion
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME tiletune)
+endif()
+if(TARGET tiletuned)
+  install(FILES ${PROJECT_BINARY_DIR}/src/tuner/daemon/tiletuned.8 DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 endif()
 
 if(TARGET libtiletune)
@@ -88,3 +105,42 @@ endif()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} OPTIONAL)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}
         FILES_MATCHING PATTERN "*.md")
+
+# ---- Debian packages: cpack -G DEB ------------------------------------------
+# Configure with -DCMAKE_INSTALL_PREFIX=/usr (the paths compiled into the
+# daemon follow the prefix), build, then `cpack -G DEB`:
+#   tiletune_<version>_<arch>.deb         daemon, worker, CLI, library, units,
+#                                         configuration, man pages, completion
+#   libtiletune-dev_<version>_<arch>.deb  header, CMake package, pkg-config file
+# Dependencies come from dpkg-shlibdeps (libuv1, libsqlite3-0, ...).
+set(CPACK_PACKAGE_NAME tiletune)
+set(CPACK_PACKAGE_VENDOR tiletune)
+set(CPACK_PACKAGE_CONTACT "tiletune maintainers <tiletune@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "SDPA attention kernel autotuner: daemon, CLI and client library")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL Unspecified Development)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SECTION utils)
+set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_NAME tiletune)
+set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_SECTION utils)
+set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_RECOMMENDS "systemd")
+set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_NAME libtiletune-dev)
+set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_DEPENDS "tiletune (= ${PROJECT_VERSION})")
+set(CPACK_COMPONENT_UNSPECIFIED_DESCRIPTION
+    "SDPA attention kernel autotuner\n tiletuned tunes attention kernel schedules on the node's GPUs and serves\n the fastest config of each key over a Unix socket; tiletune is its CLI.")
+set(CPACK_COMPONENT_DEVELOPMENT_DESCRIPTION
+    "SDPA attention kernel autotuner: development files\n The header, CMake package and pkg-config file of libtiletune.")
+# Maintainer scripts (users, directories, units) and the conffile.
+set(tt_deb ${PROJECT_BINARY_DIR}/deb)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/deb/postinst.in ${tt_deb}/postinst @ONLY)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/deb/prerm.in ${tt_deb}/prerm @ONLY)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/deb/postrm.in ${tt_deb}/postrm @ONLY)
+file(WRITE ${tt_deb}/conffiles "${CMAKE_INSTALL_FULL_SYSCONFDIR}/tiletune/tiletuned.conf\n")
+set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_CONTROL_EXTRA
+    ${tt_deb}/postinst ${tt_deb}/prerm ${tt_deb}/postrm ${tt_deb}/conffiles)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+include(CPack)

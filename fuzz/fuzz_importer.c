@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet_merge.h"
-#include "fleet_record.h"
+#include "tuner/fleet/merge.h"
+#include "tuner/fleet/record.h"
 
 /* A fixed "now", so that a finding replays the same way later. */
 #define NOW 1800000000LL

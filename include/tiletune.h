@@ -169,14 +169,19 @@ TT_EXPORT void tt_client_close(tt_client *c);
 TT_EXPORT int tt_lookup(tt_client *c, const tt_key *key, tt_lookup_result *out);
 
 /* Counters of one client since it was opened (cheap to read, approximate
- * while other threads are looking up). */
+ * while other threads are looking up). lookups = cache_hits +
+ * daemon_answers + fallbacks + key_errors. */
 typedef struct tt_client_stats {
     uint64_t cache_hits;     /* answered from the per-process cache */
     uint64_t daemon_answers; /* answered by the daemon (a round trip) */
     uint64_t fallbacks;      /* answered with the built-in default (TT_FALLBACK) */
     uint64_t connects;       /* connections made to the daemon */
     uint64_t failures;       /* failed attempts, each starting a back-off */
-    uint64_t reserved[11];
+    uint64_t lookups;        /* tt_lookup calls on this client */
+    uint64_t key_errors;     /* calls refused with a negative code (an invalid key) */
+    int64_t last_failure;    /* TT_ERR_* of the latest failed attempt (why the
+                                fallbacks since came); 0: none yet */
+    uint64_t reserved[8];
 } tt_client_stats;
 
 TT_EXPORT int tt_client_get_stats(tt_client *c, tt_client_stats *out);

@@ -53,3 +53,9 @@ tt_run_as_root() {
 # shellcheck disable=SC2034 # used by the scripts that source this file
 TT_BUILD_PACKAGES=(build-essential cmake ninja-build pkg-config libuv1-dev libsqlite3-dev
                    libjansson-dev libsystemd-dev)
+
+# The Python package's build and its CI test (python/tests/wheel_test.sh):
+# pip builds the wheel offline with these (pip install --no-build-isolation)
+# and installs it into a fresh virtual environment.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+TT_PYTHON_PACKAGES=(python3 python3-venv python3-pip python3-setuptools python3-wheel)

@@ -9,9 +9,9 @@
  *       reply before the next, all driven by one epoll thread: the same
  *       shape of load as `redis-benchmark -c CLIENTS -n REQUESTS` (one
  *       event-loop thread, no pipelining), so the numbers compare.
- *   tt_lookup_bench cache SOCKET ITERATIONS
- *       the cost of a tt_lookup that hits libtiletune's cache, one thread
- *       and two threads sharing one client.
+ *   tt_lookup_bench cache SOCKET ITERATIONS [THREADS,...]
+ *       the cost of a tt_lookup that hits libtiletune's cache, with each
+ *       count of threads (default 1,2) sharing one client at once.
  *
  * Output: one line of key=value per run, for the script to collect.
  */
@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "tuner/store/store.h"
 #include "tiletune.h"
 
 #define BENCH_GPU "0bec0bec0bec0bec"
@@ -205,23 +205,56 @@ static int cmd_socket(const char *path, int nclients, long total) {
 typedef struct hit_arg {
     tt_client *c;
     long iters;
-    double ns;
+    double ns, cpu_ns;
     int bad;
 } hit_arg;
+
+static int64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static void *hit_loop(void *p) {
     hit_arg *a = p;
     tt_key keys[NKEYS];
     for (int i = 0; i < NKEYS; i++) make_key(i, &keys[i]);
     tt_lookup_result r;
-    int64_t t0 = now_ns();
+    int64_t t0 = now_ns(), c0 = thread_cpu_ns();
     for (long i = 0; i < a->iters; i++)
         if (tt_lookup(a->c, &keys[i % NKEYS], &r) != 0) a->bad++;
     a->ns = (double)(now_ns() - t0) / (double)a->iters;
+    a->cpu_ns = (double)(thread_cpu_ns() - c0) / (double)a->iters;
     return NULL;
 }
 
-static int cmd_cache(const char *path, long iters) {
+/* The mean cost of a hit with `n` threads hitting one client at once:
+ * wall time per call, and CPU time per call (what a hit costs the core
+ * that runs it, line transfers included, without the time a thread spent
+ * waiting for a core when there are more threads than cores). */
+static int hits_with_threads(tt_client *c, long iters, int n, double *ns, double *cpu_ns) {
+    hit_arg *a = calloc((size_t)n, sizeof *a);
+    pthread_t *t = calloc((size_t)n, sizeof *t);
+    if (!a || !t) return die("out of memory", NULL);
+    for (int i = 0; i < n; i++) a[i] = (hit_arg){c, iters, 0, 0, 0};
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&t[i], NULL, hit_loop, &a[i]) != 0) return die("cannot start a thread", NULL);
+    double sum = 0, cpu = 0;
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        sum += a[i].ns;
+        cpu += a[i].cpu_ns;
+        bad |= a[i].bad != 0;
+    }
+    *ns = sum / n;
+    *cpu_ns = cpu / n;
+    free(a);
+    free(t);
+    return bad;
+}
+
+static int cmd_cache(const char *path, long iters, const char *thread_list) {
     tt_client *c;
     if (tt_client_open(path, 1000, &c) < 0) return die("cannot open a client", NULL);
     for (int i = 0; i < NKEYS; i++) { /* fill the cache */
@@ -232,29 +265,55 @@ static int cmd_cache(const char *path, long iters) {
     }
     tt_client_stats before, after;
     tt_client_get_stats(c, &before);
-    hit_arg one = {c, iters, 0, 0};
-    hit_loop(&one);
-    hit_arg two[2] = {{c, iters, 0, 0}, {c, iters, 0, 0}};
-    pthread_t t[2];
-    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, hit_loop, &two[i]);
-    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    int bad = 0;
+    /* One line: hit_ns and hit_cpu_ns (one thread), then
+     * hit_ns_Nthreads and hit_cpu_ns_Nthreads per count. With more threads
+     * than cores the threads time-share: the wall figure then counts the
+     * waits for a core, the CPU figure does not. */
+    char line[512];
+    int len = snprintf(line, sizeof line, "cache");
+    char list[128];
+    snprintf(list, sizeof list, "%s", thread_list);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        int n = atoi(tok);
+        if (n < 1 || n > 256) return die("thread counts are 1..256", tok);
+        double ns = 0, cpu_ns = 0;
+        bad |= hits_with_threads(c, iters, n, &ns, &cpu_ns);
+        if (n == 1)
+            len += snprintf(line + len, sizeof line - (size_t)len, " hit_ns=%.1f hit_cpu_ns=%.1f", ns, cpu_ns);
+        else
+            len += snprintf(line + len, sizeof line - (size_t)len, " hit_ns_%dthreads=%.1f hit_cpu_ns_%dthreads=%.1f",
+                            n, ns, n, cpu_ns);
+        if (len >= (int)sizeof line) return die("too many thread counts", NULL);
+    }
     tt_client_get_stats(c, &after);
     /* nearest answers expire after a second: a run that long re-asks a few */
     long asked = (long)(after.daemon_answers - before.daemon_answers);
-    printf("cache hit_ns=%.1f hit_ns_2threads=%.1f iterations=%ld daemon_answers_during=%ld\n", one.ns,
-           (two[0].ns + two[1].ns) / 2, iters, asked);
+    long counted = (long)((after.cache_hits + after.daemon_answers) - (before.cache_hits + before.daemon_answers));
+    printf("%s iterations=%ld daemon_answers_during=%ld cpus=%ld\n", line, iters, asked,
+           sysconf(_SC_NPROCESSORS_ONLN));
     tt_client_close(c);
-    return one.bad || two[0].bad || two[1].bad;
+    /* the sharded counters must add up to every call the threads made */
+    long want = 0;
+    snprintf(list, sizeof list, "%s", thread_list);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) want += (long)atoi(tok) * iters;
+    if (counted != want) {
+        fprintf(stderr, "tt_lookup_bench: counters say %ld lookups answered, the threads made %ld\n", counted,
+                want);
+        return 1;
+    }
+    return bad;
 }
 
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "seed") == 0) return cmd_seed(argv[2]);
     if (argc == 5 && strcmp(argv[1], "socket") == 0)
         return cmd_socket(argv[2], atoi(argv[3]), atol(argv[4]));
-    if (argc == 4 && strcmp(argv[1], "cache") == 0) return cmd_cache(argv[2], atol(argv[3]));
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "cache") == 0)
+        return cmd_cache(argv[2], atol(argv[3]), argc == 5 ? argv[4] : "1,2");
     fprintf(stderr,
             "usage: tt_lookup_bench seed DB\n"
             "       tt_lookup_bench socket SOCKET CLIENTS REQUESTS\n"
-            "       tt_lookup_bench cache SOCKET ITERATIONS\n");
+            "       tt_lookup_bench cache SOCKET ITERATIONS [THREADS,...]   (default 1,2)\n");
     return 2;
 }

@@ -20,6 +20,8 @@ RUNS=${RUNS:-5}
 REQUESTS=${REQUESTS:-100000}
 CLIENTS=${CLIENTS:-"1 8 64"}
 CACHE_ITERS=${CACHE_ITERS:-20000000}
+# Threads hitting one client at once; past the core count they time-share.
+CACHE_THREADS=${CACHE_THREADS:-1,2,8}
 DOC=${DOC:-$ROOT/docs/perf.md}
 
 for tool in redis-server redis-benchmark redis-cli python3 cmake ninja; do
@@ -71,7 +73,7 @@ for run in $(seq "$RUNS"); do
       printf "run=%s server=redis socket clients=%s requests=%s rps=%s p50_us=%.1f p99_us=%.1f\n",
              run, c, '"$REQUESTS"', $2, $5 * 1000, $7 * 1000 }' | tee -a "$RES"
   done
-  line=$("$BENCH" cache "$T/tt.sock" "$CACHE_ITERS")
+  line=$("$BENCH" cache "$T/tt.sock" "$CACHE_ITERS" "$CACHE_THREADS")
   echo "run=$run server=libtiletune $line" | tee -a "$RES"
 done
 
@@ -91,7 +93,10 @@ for l in open("/proc/cpuinfo"):
         cpu = l.split(":", 1)[1].strip()
         break
 hit = statistics.median(float(r["hit_ns"]) for r in rows if r.get("server") == "libtiletune")
-hit2 = statistics.median(float(r["hit_ns_2threads"]) for r in rows if r.get("server") == "libtiletune")
+cache_rows = [r for r in rows if r.get("server") == "libtiletune"]
+multi = sorted({int(k[len("hit_ns_"):-len("threads")]) for r in cache_rows for k in r
+                if k.startswith("hit_ns_") and k.endswith("threads")})
+hit_n = {n: statistics.median(float(r[f"hit_ns_{n}threads"]) for r in cache_rows) for n in multi}
 out = []
 out.append(f"Measured {time.strftime('%Y-%m-%d')} by `bench/lookup/run.sh` on {os.cpu_count()} cores "
            f"({cpu}), Linux {platform.release()}, release build; medians of {runs} runs of "
@@ -108,17 +113,20 @@ for c in clients:
                f"{med('tiletuned', c, 'p50_us'):.1f} | {med('redis', c, 'p50_us'):.1f} | "
                f"{med('tiletuned', c, 'p99_us'):.1f} | {med('redis', c, 'p99_us'):.1f} |")
 out.append("")
+ncpu = os.cpu_count()
+shared = "; ".join(f"{hit_n[n]:.1f} ns with {n} threads" + (" (more threads than cores: they time-share)"
+                                                          if n > ncpu else "") for n in multi)
 out.append(f"In-process cache hit (`tt_lookup` answered by libtiletune's cache, through the shared "
-           f"library's PLT): **{hit:.1f} ns** with one thread, {hit2:.1f} ns per call with two threads "
-           f"sharing one client.")
+           f"library's PLT, counters included): **{hit:.1f} ns** with one thread"
+           + (f"; per call with threads sharing one client: {shared}." if shared else "."))
 out.append("")
 top = clients[-1] if clients else None
 if top:
     ok_rps = med('tiletuned', top, 'rps') >= med('redis', top, 'rps')
     ok_p99 = med('tiletuned', top, 'p99_us') <= med('redis', top, 'p99_us')
     out.append(f"Targets at {top} clients: throughput >= redis: **{'met' if ok_rps else 'missed'}**; "
-               f"p99 <= redis: **{'met' if ok_p99 else 'missed'}**. Cache hit <= 100 ns: "
-               f"**{'met' if hit <= 100 else 'missed'}**.")
+               f"p99 <= redis: **{'met' if ok_p99 else 'missed'}**. Cache hit <= 50 ns up to "
+               f"{ncpu} threads: **{'met' if max([hit] + [hit_n[n] for n in multi if n <= ncpu]) <= 50 else 'missed'}**.")
 text = "\n".join(out)
 print("\n" + text)
 if no_doc:

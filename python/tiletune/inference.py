@@ -16,7 +16,7 @@ tt_sdpa_fwd_kvcache / tt_sdpa_fwd_varlen) on torch's current stream.
 import ctypes
 import math
 
-from . import _Config, _load, _raise, _parse, TT_DTYPE_FP16, TT_DTYPE_BF16
+from ._lib import _Config, _load, _raise, _parse, TT_DTYPE_FP16, TT_DTYPE_BF16
 
 __all__ = ["flash_attn_with_kvcache", "flash_attn_varlen_func"]
 

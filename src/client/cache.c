@@ -1,4 +1,4 @@
-#include "cache.h"
+#include "client/cache.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -4,26 +4,41 @@
  * helpers they share (cli.c): talking to the daemon, printing tables and
  * JSON. A new command is a run function and a row in the table.
  *
- * Exit codes: 0 success, 1 failure (one line on stderr saying why),
- * 2 usage error.
+ * Parsing is getopt_long's (options and arguments in any order, global
+ * options anywhere on the line, "--name=value", clustered short flags,
+ * unambiguous prefixes of long names); the man page and the bash
+ * completion are printed from the same tables (--help-man, --completion).
+ *
+ * Exit codes: 0 success (and "nothing to do"), 1 failure (one line on
+ * stderr saying why), 2 usage error.
  */
 #ifndef TT_CLIENT_CLI_H
 #define TT_CLIENT_CLI_H
 
 #include <jansson.h>
 
-#include "conn.h"
+#include "client/conn.h"
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
-#define CLI_OPTS_MAX 16
+#define CLI_OPTS_MAX 24
 
 typedef struct cli_opt {
     const char *name; /* long name, without "--" */
-    const char *arg;  /* metavariable (e.g. "N"); NULL for a flag */
+    /* metavariable (e.g. "N"); NULL for a flag; "[=WHICH]" for a flag
+     * that may take a value written --name=value (the value is "" when
+     * bare) */
+    const char *arg;
     const char *help;
     int required; /* usage error if missing */
 } cli_opt;
+
+/* Short options are not declared per command: one letter means the same
+ * long option in every command that has it (cli.c's table: -s --seqlen,
+ * -d --hdim, -t --dtype, -c --causal, -j --json, -o --output, ...). */
+
+/* The value of a bare optional-value flag ("--causal"). */
+#define CLI_BARE ""
 
 typedef struct cli_cmd cli_cmd;
 
@@ -64,8 +79,19 @@ int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * reply) and CLI_FAIL returned, *r empty. */
 int cli_request(cli *c, const char *line, tt__reply *r);
 
+/* As cli_request, but an ERR reply is returned too (0, r->status < 0,
+ * r->code the wire code): for a command to which some ERR means
+ * something else than a failure. */
+int cli_request_raw(cli *c, const char *line, tt__reply *r);
+
 /* An integer option within [min, max]; usage error (2) if malformed. */
 int cli_int_opt(const cli *c, const char *name, int64_t min, int64_t max, int64_t *out);
+
+/* Writes `data` to `path` atomically: a temporary file in the same
+ * directory, fsync, rename over `path`, fsync of the directory; readers
+ * (and a crash) see the old file or the whole new one. 0 or CLI_FAIL with
+ * the reason printed. */
+int cli_write_atomic(const char *path, const char *data, size_t len);
 
 /* JSON: a string value as a number when it is one, else a string. */
 json_t *cli_json_value(const char *s);

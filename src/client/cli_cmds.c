@@ -6,23 +6,37 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "cli_fleet.h"
-#include "key.h"
+#include "client/cli.h"
+#include "client/cli_fleet.h"
+#include "common/key.h"
+#include "tuner/fleet/shard.h"
+
+extern const cli_opt cli_report_opts[];
+int cli_cmd_report(cli *c);
 
 /* ---- keys ------------------------------------------------------------------ */
 
-#define KEY_OPTS                                                                      \
-    {"seqlen", "N", "query sequence length (1..16777216)", 1},                          \
-    {"seqlen-k", "N", "key/value sequence length (default: --seqlen)", 0},              \
-    {"hdim", "D", "head dimension: 32, 64, 96, 128 or 256", 1},                         \
-    {"dtype", "T", "fp16 or bf16", 1},                                                  \
-    {"causal", NULL, "causal attention (default: not causal)", 0},                      \
-    {"gpu", "HEX", "GPU fingerprint (default: the daemon's GPU)", 0},                   \
+#define KEY_OPTS                                                                        \
+    {"seqlen", "N", "query sequence length (1..16777216)", 1},                       \
+    {"seqlen-k", "N", "key/value sequence length (default: --seqlen)", 0},             \
+    {"hdim", "D", "head dimension: 32, 64, 96, 128 or 256", 1},                      \
+    {"dtype", "T", "fp16 or bf16", 1},                                               \
+    {"causal", "[=KIND]", "causal attention (top-left mask); --causal=bottom-right for the " \
+                          "mask aligned to the end of the keys (default: not causal)", 0}, \
+    {"gpu", "HEX", "GPU fingerprint (default: the daemon's GPU)", 0},                  \
     {"rev", "HEX", "kernel revision (default: the daemon's)", 0}
 
-/* The key of --seqlen/--hdim/... as LOOKUP fields in buf. */
-static int key_fields(const cli *c, char *buf, size_t len) {
+/* --causal of a key: absent 0; bare, yes, 1 or top-left 1; bottom-right
+ * or 2 the bottom-right mask; -1 for anything else. */
+static int causal_kind(const char *s) {
+    if (!s || strcmp(s, "no") == 0 || strcmp(s, "0") == 0) return 0;
+    if (!*s || strcmp(s, "yes") == 0 || strcmp(s, "1") == 0 || strcmp(s, "top-left") == 0) return 1;
+    if (strcmp(s, "bottom-right") == 0 || strcmp(s, "2") == 0) return 2;
+    return -1;
+}
+
+/* The key of --seqlen/--hdim/... */
+static int key_parse(const cli *c, tt_key *kp) {
     tt_key k;
     memset(&k, 0, sizeof k);
     int64_t v;
@@ -39,7 +53,10 @@ static int key_fields(const cli *c, char *buf, size_t len) {
     k.head_dim = (int32_t)v;
     if (tt__dtype_parse(cli_opt_val(c, "dtype"), &k.dtype) < 0)
         return cli_usage(c, "--dtype must be fp16 or bf16, not '%s'", cli_opt_val(c, "dtype"));
-    k.causal = cli_opt_val(c, "causal") != NULL;
+    int causal = causal_kind(cli_opt_val(c, "causal"));
+    if (causal < 0)
+        return cli_usage(c, "--causal takes no value, or =bottom-right, not '%s'", cli_opt_val(c, "causal"));
+    k.causal = causal;
     const char *ids[2] = {"gpu", "rev"};
     char *dst[2] = {k.gpu, k.rev};
     for (int i = 0; i < 2; i++) {
@@ -48,6 +65,15 @@ static int key_fields(const cli *c, char *buf, size_t len) {
         if (!tt__is_hex_id(s)) return cli_usage(c, "--%s must be 1..32 lower-case hex digits", ids[i]);
         strcpy(dst[i], s);
     }
+    *kp = k;
+    return 0;
+}
+
+/* The key of --seqlen/--hdim/... as LOOKUP fields in buf. */
+static int key_fields(const cli *c, char *buf, size_t len) {
+    tt_key k;
+    int rc = key_parse(c, &k);
+    if (rc) return rc;
     if (tt__key_format(&k, buf, len) < 0) return cli_fail("key too long");
     return 0;
 }
@@ -97,15 +123,27 @@ static int cmd_status(cli *c) {
 static const cli_opt stats_opts[] = {
     {"prom", NULL, "the Prometheus text exposition format, as the daemon sends it", 0},
     {"json", NULL, "print a JSON object of counters", 0},
+    {"output", "FILE", "with --prom: write FILE atomically (node_exporter's textfile collector)", 0},
     {NULL}};
 
 static int cmd_stats(cli *c) {
     int prom = cli_opt_val(c, "prom") != NULL, json = cli_opt_val(c, "json") != NULL;
+    const char *out = cli_opt_val(c, "output");
     if (prom && json) return cli_usage(c, "--prom and --json exclude each other");
+    if (out && !prom) return cli_usage(c, "--output goes with --prom");
     tt__reply r;
     if (cli_request(c, prom ? "STATS format=prometheus" : "STATS", &r)) return CLI_FAIL;
     int rc = 0;
-    if (prom) {
+    if (prom && out) {
+        /* the collector reads the file whenever it likes: whole or not at all */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&text, &len);
+        for (int i = 0; m && i < r.nbody; i++) fprintf(m, "%s\n", r.body[i]);
+        if (!m || fclose(m) != 0) rc = cli_fail("out of memory");
+        else rc = cli_write_atomic(out, text, len);
+        free(text);
+    } else if (prom) {
         for (int i = 0; i < r.nbody; i++) puts(r.body[i]);
     } else {
         json_t *o = json ? json_object() : NULL;
@@ -132,7 +170,11 @@ static int cmd_stats(cli *c) {
 
 /* ---- lookup ---------------------------------------------------------------- */
 
-static const cli_opt lookup_opts[] = {KEY_OPTS, {"json", NULL, "print a JSON object", 0}, {NULL}};
+static const cli_opt lookup_opts[] = {
+    KEY_OPTS,
+    {"json", NULL, "print a JSON object", 0},
+    {"offline", NULL, "ask no daemon: the built-in default the library falls back to", 0},
+    {NULL}};
 
 /* A config's canonical text as a JSON object of knobs. */
 static json_t *config_json(const char *text) {
@@ -149,12 +191,38 @@ static json_t *config_json(const char *text) {
     return o;
 }
 
+/* What libtiletune answers with no daemon: the portable built-in default,
+ * as a LOOKUP reply would carry it. */
+static int offline_reply(const cli *c, tt__reply *r) {
+    tt_key k;
+    tt_config cfg;
+    char text[TT_CONFIG_TEXT_MAX];
+    int rc = key_parse(c, &k);
+    if (rc) return rc;
+    if (tt_config_default(&k, &cfg) < 0 || tt_config_format(&cfg, text, sizeof text) < 0)
+        return cli_fail("no built-in default for this key");
+    char line[TT_LINE_MAX];
+    int n = snprintf(line, sizeof line, "OK match=default config=%s seqlen_q=%lld seqlen_k=%lld", text,
+                     (long long)k.seqlen_q, (long long)k.seqlen_k);
+    memset(r, 0, sizeof *r);
+    char *own = n > 0 && (size_t)n < sizeof line ? strdup(line) : NULL;
+    if (!own || tt__reply_parse(own, r) < 0) return cli_fail("the built-in default does not format as a reply");
+    return 0;
+}
+
 static int cmd_lookup(cli *c) {
     char line[TT_LINE_MAX] = "LOOKUP ";
     int rc = key_fields(c, line + 7, sizeof line - 7);
     if (rc) return rc;
     tt__reply r;
-    if (cli_request(c, line, &r)) return CLI_FAIL;
+    int offline = cli_opt_val(c, "offline") != NULL;
+    if (offline) {
+        if (cli_opt_val(c, "gpu") || cli_opt_val(c, "rev"))
+            return cli_usage(c, "--offline answers the built-in default: no --gpu or --rev");
+        if ((rc = offline_reply(c, &r))) return rc;
+    } else if (cli_request(c, line, &r)) {
+        return CLI_FAIL;
+    }
     const char *match = tt__msg_get(&r.msg, "match"), *cfg = tt__msg_get(&r.msg, "config");
     const char *sq = tt__msg_get(&r.msg, "seqlen_q"), *sk = tt__msg_get(&r.msg, "seqlen_k");
     const char *tf = tt__msg_get(&r.msg, "tflops");
@@ -170,11 +238,14 @@ static int cmd_lookup(cli *c) {
         json_object_set_new(o, "seqlen_q", cli_json_value(sq));
         json_object_set_new(o, "seqlen_k", cli_json_value(sk));
         json_object_set_new(o, "tflops", tf ? cli_json_value(tf) : json_null());
+        json_object_set_new(o, "stale", json_boolean(tt__msg_get(&r.msg, "stale") != NULL));
         rc = cli_json_print(o);
     } else {
         char tuned[96], knobs[TT_CONFIG_TEXT_MAX];
         if (strcmp(match, "default") == 0)
-            snprintf(tuned, sizeof tuned, "nothing tuned: the built-in default");
+            snprintf(tuned, sizeof tuned, "%s", tt__msg_get(&r.msg, "stale")
+                                                     ? "tuned for another kernel revision only (tune --stale)"
+                                                     : "nothing tuned: the built-in default");
         else
             snprintf(tuned, sizeof tuned, "seqlen_q=%s seqlen_k=%s", sq, sk);
         snprintf(knobs, sizeof knobs, "%s", cfg);
@@ -194,9 +265,11 @@ static const cli_opt tune_opts[] = {
     {"seqlen", "LIST", "sequence lengths, comma-separated (e.g. 512,1024,4096)", 0},
     {"hdim", "LIST", "head dimensions, comma-separated (32,64,96,128,256)", 0},
     {"dtype", "LIST", "fp16, bf16 or fp16,bf16", 0},
-    {"causal", "WHICH", "no, yes or both", 0},
+    {"causal", "[=LIST]", "causal keys only; --causal=0,1 (or no, yes, both, bottom-right) for a list "
+                          "(default: not causal)", 0},
+    {"causal-both", NULL, "both non-causal and causal keys (as --causal=0,1)", 0},
     {"default-grid", NULL, "the node's default grid: seqlen 128..32768 (powers of 2), hdim 64,128,256, fp16+bf16, causal both", 0},
-    {"stale", NULL, "re-tune every key whose winner is from another kernel revision", 0},
+    {"stale", NULL, "re-tune every key whose winner is from another kernel revision (none: nothing to do, exit 0)", 0},
     {"mode", "M", "exhaustive (default) or fast", 0},
     {"batch", "N", "batch size to measure with (default: the daemon's rule)", 0},
     {"heads", "N", "heads to measure with (default: the daemon's rule)", 0},
@@ -205,6 +278,24 @@ static const cli_opt tune_opts[] = {
     {"wait", NULL, "wait for the job and show its progress (as 'tiletune watch')", 0},
     {"json", NULL, "with --wait: JSON events, one per line", 0},
     {NULL}};
+
+/* --causal of tune as the TUNE list: "0", "1", "0,1", ...; NULL if bad. */
+static const char *causal_list(const char *s, char *buf, size_t len) {
+    if (!*s || strcmp(s, "yes") == 0) return "1";
+    if (strcmp(s, "no") == 0) return "0";
+    if (strcmp(s, "both") == 0) return "0,1";
+    char *copy = strdup(s);
+    size_t at = 0;
+    int ok = copy && s[0] != ',' && s[strlen(s) - 1] != ',' && !strstr(s, ",,");
+    buf[0] = '\0';
+    for (char *save = NULL, *it = ok ? strtok_r(copy, ",", &save) : NULL; ok && it; it = strtok_r(NULL, ",", &save)) {
+        int k = causal_kind(it);
+        if (k < 0 || !strcmp(it, "") || at + 3 > len) ok = 0;
+        else at += (size_t)snprintf(buf + at, len - at, "%s%d", at ? "," : "", k);
+    }
+    free(copy);
+    return ok ? buf : NULL;
+}
 
 /* A comma list whose items all pass `ok`; usage error otherwise. */
 static int check_list(const cli *c, const char *name, int (*ok)(const char *)) {
@@ -235,30 +326,34 @@ static int ok_dtype(const char *s) {
 
 static int watch_job(cli *c, int64_t job, int json, int interval_ms);
 
-/* The default grid of a node (issue 4): what `setup-and-run` pre-tunes. */
+/* The default grid of a node: what `setup-and-run` pre-tunes. */
 #define DEFAULT_GRID "dtype=fp16,bf16 hdim=64,128,256 causal=0,1 " \
                      "seqlen=128,256,512,1024,2048,4096,8192,16384,32768"
 
 static int cmd_tune(cli *c) {
     int rc;
     int grid = cli_opt_val(c, "default-grid") != NULL, stale = cli_opt_val(c, "stale") != NULL;
-    const char *lists[] = {"seqlen", "hdim", "dtype", "causal"};
-    int given = 0;
-    for (int i = 0; i < 4; i++) given += cli_opt_val(c, lists[i]) != NULL;
+    const char *lists[] = {"seqlen", "hdim", "dtype", "causal", "causal-both"};
+    int given = 0, needed = 0;
+    for (int i = 0; i < 5; i++) given += cli_opt_val(c, lists[i]) != NULL;
+    for (int i = 0; i < 3; i++) needed += cli_opt_val(c, lists[i]) != NULL;
     if (grid + stale + (given > 0) > 1)
-        return cli_usage(c, "give one of --default-grid, --stale, or --seqlen/--hdim/--dtype/--causal");
-    if (!grid && !stale && given < 4)
-        return cli_usage(c, "tune needs --seqlen, --hdim, --dtype and --causal (or --default-grid or --stale)");
+        return cli_usage(c, "give one of --default-grid, --stale, or --seqlen/--hdim/--dtype (and --causal)");
+    if (!grid && !stale && needed < 3)
+        return cli_usage(c, "tune needs --seqlen, --hdim and --dtype (or --default-grid or --stale)");
+    if (cli_opt_val(c, "causal") && cli_opt_val(c, "causal-both"))
+        return cli_usage(c, "give --causal or --causal-both, not both");
     if (stale && cli_opt_val(c, "shard")) return cli_usage(c, "--stale takes no --shard");
     if (cli_opt_val(c, "json") && !cli_opt_val(c, "wait")) return cli_usage(c, "--json goes with --wait");
     if (!grid && !stale && ((rc = check_list(c, "seqlen", ok_seqlen)) || (rc = check_list(c, "hdim", ok_hdim)) ||
                             (rc = check_list(c, "dtype", ok_dtype))))
         return rc;
     const char *cl = NULL;
+    char clbuf[64];
     if (!grid && !stale) {
         const char *causal = cli_opt_val(c, "causal");
-        cl = strcmp(causal, "no") == 0 ? "0" : strcmp(causal, "yes") == 0 ? "1" : strcmp(causal, "both") == 0 ? "0,1" : NULL;
-        if (!cl) return cli_usage(c, "--causal must be no, yes or both, not '%s'", causal);
+        cl = cli_opt_val(c, "causal-both") ? "0,1" : !causal ? "0" : causal_list(causal, clbuf, sizeof clbuf);
+        if (!cl) return cli_usage(c, "--causal takes no value, or a list of no, yes, both, bottom-right (0, 1, 2), not '%s'", causal);
     }
     const char *mode = cli_opt_val(c, "mode");
     if (mode && strcmp(mode, "exhaustive") != 0 && strcmp(mode, "fast") != 0)
@@ -268,6 +363,10 @@ static int cmd_tune(cli *c) {
     if (cli_opt_val(c, "heads") && (rc = cli_int_opt(c, "heads", 1, 1 << 16, &v))) return rc;
     const char *gpu = cli_opt_val(c, "gpu");
     if (gpu && !tt__is_hex_id(gpu)) return cli_usage(c, "--gpu must be 1..32 lower-case hex digits");
+    const char *shard = cli_opt_val(c, "shard");
+    int si, sn;
+    char serr[256];
+    if (shard && tt_shard_parse(shard, &si, &sn, serr, sizeof serr) < 0) return cli_usage(c, "--shard: %s", serr);
 
     char line[TT_LINE_MAX + 64];
     int n;
@@ -284,7 +383,18 @@ static int cmd_tune(cli *c) {
             n += snprintf(line + n, sizeof line - (size_t)n, " %s=%s", extra[i], cli_opt_val(c, extra[i]));
     if (n >= TT_LINE_MAX) return cli_usage(c, "the lists are too long for one request");
     tt__reply r;
-    if (cli_request(c, line, &r)) return CLI_FAIL;
+    if (cli_request_raw(c, line, &r)) return CLI_FAIL;
+    if (r.status < 0 && stale && r.code && strcmp(r.code, "notfound") == 0) {
+        /* nothing stale is nothing to do, not a failure */
+        printf("nothing to re-tune: %s\n", *r.message ? r.message : "no stale keys");
+        tt__reply_free(&r);
+        return CLI_OK;
+    }
+    if (r.status < 0) {
+        cli_fail("the daemon refused: %s (%s)", *r.message ? r.message : tt_strerror(r.status), r.code);
+        tt__reply_free(&r);
+        return CLI_FAIL;
+    }
     const char *job = tt__msg_get(&r.msg, "job"), *keys = tt__msg_get(&r.msg, "keys");
     int64_t id = 0;
     if (!job || tt__parse_i64(job, 1, INT64_MAX, &id) < 0) {
@@ -589,5 +699,14 @@ const cli_cmd cli_commands[] = {
     {"forget", "", "Delete the tuned winner of one key (admin); its measurements stay", NULL,
      forget_opts, 0, 0, cmd_forget},
     CLI_FLEET_COMMANDS,
+    {"report", "[A [B]]", "Write the tuning table as one HTML page with charts (the daemon's, or a file)",
+     "Per GPU, dtype, head dim and causal mask: the winner's TFLOP/s against\n"
+     "seqlen beside the built-in default's and each family's best, tuned/default,\n"
+     "the measurement spread; failed and skipped variants, stale records, GPU,\n"
+     "driver and kernel provenance. A is a file from 'tiletune export' (with\n"
+     "--all-measurements for everything but the winners) or @live (the default);\n"
+     "with B too, the page starts with what changed from A to B. The page is\n"
+     "self-contained: inline SVG and CSS, no script, nothing fetched.",
+     cli_report_opts, 0, 2, cli_cmd_report},
     {NULL},
 };

@@ -9,7 +9,7 @@
  * parent's stream must not be shared (each would read the other's
  * replies). So every open client is on a list, and a pthread_atfork child
  * handler resets each one: fresh locks, the inherited socket closed. */
-#include "client_internal.h"
+#include "client/client_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,14 +20,27 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache.h"
-#include "conn.h"
-#include "key.h"
+#include "client/cache.h"
+#include "client/conn.h"
+#include "common/key.h"
 
 #define CACHE_ENTRIES 1024
 #define TTL_NS_DEFAULT INT64_C(1000000000)
 #define BACKOFF_MIN_NS_DEFAULT INT64_C(50000000)   /* 50 ms */
 #define BACKOFF_MAX_NS_DEFAULT INT64_C(5000000000) /* 5 s */
+
+/* The counters, sharded by thread: a cache hit that added to one shared
+ * word made every hitting core take that line in turn: ~45 ns a hit on one
+ * thread, ~110 ns each with two (docs/perf.md). A thread adds to its
+ * own shard's line (still an atomic add: past STAT_SHARDS threads, two may
+ * share one); a read sums the shards. */
+enum { STAT_HITS, STAT_ANSWERS, STAT_FALLBACKS, STAT_CONNECTS, STAT_FAILURES, STAT_KEY_ERRORS,
+       STAT_COUNT };
+#define STAT_SHARDS 64
+
+typedef struct counter_shard {
+    _Alignas(64) _Atomic uint64_t n[STAT_COUNT];
+} counter_shard;
 
 struct tt_client {
     tt__cache *cache;
@@ -37,7 +50,8 @@ struct tt_client {
      * `io` so that, while the daemon is down, a lookup returns the fallback
      * at once instead of queueing behind a thread that is trying. */
     _Atomic int64_t retry_at;
-    _Atomic uint64_t n_hits, n_answers, n_fallbacks, n_connects, n_failures;
+    counter_shard *counters; /* STAT_SHARDS of them, one cache line each */
+    _Atomic int64_t last_failure; /* TT_ERR_* of the latest failed attempt */
 
     tt_client *prev, *next; /* the list of open clients, under registry_lock */
 
@@ -93,13 +107,22 @@ int tt_client_open(const char *socket_path, int timeout_ms, tt_client **out) {
         return TT_ERR_INVAL;
     }
     memcpy(c->path, path, n + 1);
+    c->counters = aligned_alloc(_Alignof(counter_shard), STAT_SHARDS * sizeof *c->counters);
+    if (!c->counters) {
+        free(c);
+        return TT_ERR_NOMEM;
+    }
+    for (int i = 0; i < STAT_SHARDS; i++)
+        for (int j = 0; j < STAT_COUNT; j++) atomic_init(&c->counters[i].n[j], 0);
     int rc = tt__cache_new(CACHE_ENTRIES, &c->cache);
     if (rc < 0) {
+        free(c->counters);
         free(c);
         return rc;
     }
     if (pthread_mutex_init(&c->io, NULL) != 0) {
         tt__cache_free(c->cache);
+        free(c->counters);
         free(c);
         return TT_ERR_NOMEM;
     }
@@ -132,6 +155,7 @@ void tt_client_close(tt_client *c) {
     tt__conn_close(c->conn);
     pthread_mutex_destroy(&c->io);
     tt__cache_free(c->cache);
+    free(c->counters);
     free(c);
 }
 
@@ -155,11 +179,19 @@ int tt_client_get_stats(tt_client *c, tt_client_stats *out) {
     if (!c || !out) return TT_ERR_INVAL;
     tt_client_stats s;
     memset(&s, 0, sizeof s);
-    s.cache_hits = atomic_load_explicit(&c->n_hits, memory_order_relaxed);
-    s.daemon_answers = atomic_load_explicit(&c->n_answers, memory_order_relaxed);
-    s.fallbacks = atomic_load_explicit(&c->n_fallbacks, memory_order_relaxed);
-    s.connects = atomic_load_explicit(&c->n_connects, memory_order_relaxed);
-    s.failures = atomic_load_explicit(&c->n_failures, memory_order_relaxed);
+    uint64_t sum[STAT_COUNT] = {0};
+    for (int i = 0; i < STAT_SHARDS; i++)
+        for (int j = 0; j < STAT_COUNT; j++)
+            sum[j] += atomic_load_explicit(&c->counters[i].n[j], memory_order_relaxed);
+    s.cache_hits = sum[STAT_HITS];
+    s.daemon_answers = sum[STAT_ANSWERS];
+    s.fallbacks = sum[STAT_FALLBACKS];
+    s.connects = sum[STAT_CONNECTS];
+    s.failures = sum[STAT_FAILURES];
+    /* every call ends in exactly one of these: no add of its own on the hit path */
+    s.lookups = sum[STAT_HITS] + sum[STAT_ANSWERS] + sum[STAT_FALLBACKS] + sum[STAT_KEY_ERRORS];
+    s.key_errors = sum[STAT_KEY_ERRORS];
+    s.last_failure = atomic_load_explicit(&c->last_failure, memory_order_relaxed);
     *out = s;
     return 0;
 }
@@ -168,12 +200,24 @@ void tt_client_flush(tt_client *c) {
     if (c) tt__cache_clear(c->cache);
 }
 
-static void count(_Atomic uint64_t *n) { atomic_fetch_add_explicit(n, 1, memory_order_relaxed); }
+/* A thread's shard, handed out round-robin at its first count. The
+ * initial-exec model makes the read one load off the thread pointer (the
+ * default model for a shared library calls __tls_get_addr); 4 bytes of the
+ * static TLS surplus that glibc keeps for libraries loaded later. */
+static _Atomic unsigned next_shard;
+static _Thread_local __attribute__((tls_model("initial-exec"))) unsigned thread_shard;
+
+static void count(tt_client *c, int what) {
+    unsigned s = thread_shard;
+    if (!s)
+        s = thread_shard = atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) % STAT_SHARDS + 1;
+    atomic_fetch_add_explicit(&c->counters[s - 1].n[what], 1, memory_order_relaxed);
+}
 
 static int fallback(tt_client *c, const tt_key *key, tt_lookup_result *out) {
     int rc = tt__lookup_default(key, out);
     if (rc < 0) return rc;
-    count(&c->n_fallbacks);
+    count(c, STAT_FALLBACKS);
     return TT_FALLBACK;
 }
 
@@ -190,7 +234,7 @@ static void drop_conn(tt_client *c) {
 
 /* Under io. Exponential back-off with +-25% jitter, so the processes of a
  * node that lost the daemon together do not all come back in one burst. */
-static void failed(tt_client *c, int close_conn) {
+static void failed(tt_client *c, int close_conn, int why) {
     if (close_conn) drop_conn(c);
     c->backoff_ns = c->backoff_ns ? c->backoff_ns * 2 : c->backoff_min_ns;
     if (c->backoff_ns > c->backoff_max_ns) c->backoff_ns = c->backoff_max_ns;
@@ -199,7 +243,8 @@ static void failed(tt_client *c, int close_conn) {
     c->rng ^= c->rng << 17;
     int64_t jitter = c->backoff_ns / 2 ? (int64_t)(c->rng % (uint64_t)(c->backoff_ns / 2)) : 0;
     atomic_store(&c->retry_at, tt__now_ns() + c->backoff_ns * 3 / 4 + jitter);
-    count(&c->n_failures);
+    atomic_store_explicit(&c->last_failure, why, memory_order_relaxed);
+    count(c, STAT_FAILURES);
 }
 
 static void succeeded(tt_client *c) {
@@ -224,7 +269,7 @@ static int ensure_conn(tt_client *c, int64_t deadline) {
         return rc;
     }
     c->conn = conn;
-    count(&c->n_connects);
+    count(c, STAT_CONNECTS);
     return 0;
 }
 
@@ -278,7 +323,7 @@ static int ask(tt_client *c, const tt_key *key, tt_lookup_result *res, int64_t d
         int kept = c->conn && tt__conn_fd(c->conn) >= 0;
         int rc = ensure_conn(c, deadline);
         if (rc < 0) {
-            failed(c, 1);
+            failed(c, 1, rc);
             return 1;
         }
         tt__reply r;
@@ -289,7 +334,7 @@ static int ask(tt_client *c, const tt_key *key, tt_lookup_result *res, int64_t d
                 drop_conn(c);
                 continue;
             }
-            failed(c, 1);
+            failed(c, 1, rc);
             return 1;
         }
         if (r.status < 0) {
@@ -301,13 +346,13 @@ static int ask(tt_client *c, const tt_key *key, tt_lookup_result *res, int64_t d
                 drop_conn(c);
                 continue;
             }
-            failed(c, close_conn);
+            failed(c, close_conn, rc);
             return 1;
         }
         rc = parse_lookup(&r.msg, res);
         tt__reply_free(&r);
         if (rc < 0) {
-            failed(c, 1);
+            failed(c, 1, rc);
             return 1;
         }
         succeeded(c);
@@ -323,12 +368,15 @@ static int lock_until(pthread_mutex_t *m, int64_t deadline) {
 int tt_lookup(tt_client *c, const tt_key *key, tt_lookup_result *out) {
     if (!c || !key || !out) return TT_ERR_INVAL;
     if (tt__cache_get(c->cache, key, coarse_now_ns, out)) {
-        count(&c->n_hits);
+        count(c, STAT_HITS);
         return 0;
     }
     /* Only a valid key is ever cached, so checking after the probe is safe. */
     int rc = tt__key_check(key, NULL, 0);
-    if (rc < 0) return rc;
+    if (rc < 0) {
+        count(c, STAT_KEY_ERRORS);
+        return rc;
+    }
     int64_t now = tt__now_ns();
     if (now < atomic_load(&c->retry_at)) return fallback(c, key, out);
     /* A thread stuck on the socket holds io for at most its own time-out;
@@ -337,7 +385,7 @@ int tt_lookup(tt_client *c, const tt_key *key, tt_lookup_result *out) {
     tt_lookup_result res;
     if (tt__cache_get(c->cache, key, coarse_now_ns, out)) { /* another thread asked */
         pthread_mutex_unlock(&c->io);
-        count(&c->n_hits);
+        count(c, STAT_HITS);
         return 0;
     }
     if (tt__now_ns() < atomic_load(&c->retry_at)) {
@@ -350,8 +398,11 @@ int tt_lookup(tt_client *c, const tt_key *key, tt_lookup_result *out) {
     rc = ask(c, key, &res, now + (int64_t)c->timeout_ms * 1000000);
     pthread_mutex_unlock(&c->io);
     if (rc > 0) return fallback(c, key, out);
-    if (rc < 0) return rc;
-    count(&c->n_answers);
+    if (rc < 0) {
+        count(c, STAT_KEY_ERRORS);
+        return rc;
+    }
+    count(c, STAT_ANSWERS);
     tt__cache_put_since(c->cache, gen, key, &res,
                         res.match == TT_MATCH_EXACT ? 0 : coarse_now_ns() + c->ttl_ns);
     *out = res;

@@ -1,4 +1,4 @@
-#include "conn.h"
+#include "client/conn.h"
 
 #include <errno.h>
 #include <poll.h>

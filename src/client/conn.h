@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proto.h"
+#include "common/proto.h"
 #include "tiletune.h"
 
 #define TT_SOCKET_DEFAULT "/run/tiletune/tiletune.sock"

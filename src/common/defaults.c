@@ -6,7 +6,7 @@
  * tt_sdpa_fwd runs those on that arch. Every row must be within reach of
  * the tuned best (issue 3 target: within 15%); docs/perf.md records the
  * measurements behind each row. */
-#include "key.h"
+#include "common/key.h"
 
 #include <string.h>
 

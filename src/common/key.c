@@ -1,4 +1,4 @@
-#include "key.h"
+#include "common/key.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -64,4 +64,30 @@ int tt__lookup_default(const tt_key *key, tt_lookup_result *out) {
     r.seqlen_k = key->seqlen_k;
     *out = r;
     return 0;
+}
+
+/* Pairs query i may see, summed over i, with min(max(i + 1 + shift, 0),
+ * lk) in closed form: the rows before the mask reaches key 0 see none,
+ * the diagonal band grows by one a row, the rest see every key. */
+static double causal_pairs(int64_t lq, int64_t lk, int64_t shift) {
+    double sum = 0;
+    int64_t first = shift >= 0 ? 0 : -shift; /* first row that sees key 0 */
+    if (first >= lq) return 0;
+    int64_t full = lk - 1 - shift; /* first row that sees every key */
+    if (full < first) full = first;
+    if (full > lq) full = lq;
+    /* rows first..full-1 see i + 1 + shift keys: an arithmetic series */
+    double a = (double)(first + 1 + shift), b = (double)(full + shift);
+    if (full > first) sum += (a + b) * (double)(full - first) / 2;
+    sum += (double)(lq - full) * (double)lk;
+    return sum;
+}
+
+double tt__sdpa_flops(int64_t batch, int64_t heads, int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim,
+                      int causal) {
+    if (batch <= 0 || heads <= 0 || seqlen_q <= 0 || seqlen_k <= 0 || head_dim <= 0) return 0;
+    double pairs = (double)seqlen_q * (double)seqlen_k;
+    if (causal && seqlen_q == seqlen_k) pairs /= 2;
+    else if (causal) pairs = causal_pairs(seqlen_q, seqlen_k, causal == 2 ? seqlen_k - seqlen_q : 0);
+    return 4.0 * (double)batch * (double)heads * pairs * (double)head_dim;
 }

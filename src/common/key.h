@@ -21,5 +21,15 @@ int tt__lookup_default(const tt_key *key, tt_lookup_result *out);
  * arch's own row where it has one (sm_90: family wgmma), else
  * tt_config_default's portable one. */
 int tt__config_default_arch(const tt_key *key, int32_t arch, tt_config *out);
+/*
+ * The floating-point work of one attention forward, 4 * batch * heads *
+ * pairs * head_dim, pairs being the (query, key) pairs computed. Causal
+ * (1: top-left aligned, query i sees keys j <= i; 2: bottom-right, j <=
+ * i + seqlen_k - seqlen_q): a square problem counts half the pairs, the
+ * convention every FlashAttention figure uses; any other shape counts the
+ * pairs its mask leaves. 0 for a non-positive size.
+ */
+double tt__sdpa_flops(int64_t batch, int64_t heads, int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim,
+                      int causal);
 
 #endif

@@ -1,10 +1,10 @@
-#include "proto.h"
+#include "common/proto.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "key.h"
+#include "common/key.h"
 
 /* Length of the UTF-8 sequence at p (at most n bytes), or 0 if invalid:
  * overlongs, surrogates and code points past U+10FFFF are invalid. */

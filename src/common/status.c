@@ -3,7 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "fail.h"
+#include "common/fail.h"
 #include "tiletune.h"
 
 int tt__fail(int code, char *err, size_t errlen, const char *fmt, ...) {

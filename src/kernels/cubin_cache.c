@@ -1,4 +1,4 @@
-#include "cubin_cache.h"
+#include "kernels/cubin_cache.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cuda_api.h"
-#include "hash.h"
+#include "kernels/cuda_api.h"
+#include "common/hash.h"
 #include "tiletune.h"
 
 #define CACHE_MAGIC "TTCACHE1"

@@ -1,4 +1,4 @@
-#include "cubin_elf.h"
+#include "kernels/cubin_elf.h"
 
 #include <stdint.h>
 #include <string.h>

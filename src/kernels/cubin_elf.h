@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "jit.h"
+#include "kernels/jit.h"
 
 /* Registers and stack frame of kernel `entry` in `cubin` into r (other
  * fields untouched; spills are not recorded separately in the cubin, they

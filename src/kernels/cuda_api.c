@@ -1,4 +1,4 @@
-#include "cuda_api.h"
+#include "kernels/cuda_api.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

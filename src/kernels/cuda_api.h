@@ -19,7 +19,7 @@
 #include <nvrtc.h>
 #include <stddef.h>
 
-#include "fail.h"
+#include "common/fail.h"
 
 typedef struct tt__cuda {
     int driver_version; /* cuDriverGetVersion, e.g. 13000 */

@@ -1,4 +1,4 @@
-#include "jit.h"
+#include "kernels/jit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,13 +6,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cubin_cache.h"
-#include "cubin_elf.h"
-#include "config.h"
-#include "cuda_api.h"
-#include "hash.h"
-#include "key.h"
-#include "sdpa_params.h"
+#include "kernels/cubin_cache.h"
+#include "kernels/cubin_elf.h"
+#include "common/config.h"
+#include "kernels/cuda_api.h"
+#include "common/hash.h"
+#include "common/key.h"
+#include "kernels/sdpa_params.h"
 
 #ifndef TT_CUDA_INCLUDE_DIR
 #define TT_CUDA_INCLUDE_DIR "/usr/local/cuda/include"

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "source.h"
+#include "kernels/source.h"
 #include "tiletune.h"
 
 /* Fault injection (TT_FAULT_INJECT): compiled into the kernel only when the

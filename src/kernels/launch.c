@@ -1,4 +1,4 @@
-#include "launch.h"
+#include "kernels/launch.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_api.h"
-#include "key.h"
-#include "source.h"
-#include "splitkv.h"
+#include "kernels/cuda_api.h"
+#include "common/key.h"
+#include "kernels/source.h"
+#include "kernels/splitkv.h"
 
 /* grid.y and grid.z are heads and batch: the hardware caps both. */
 #define GRID_YZ_MAX 65535

@@ -19,11 +19,11 @@
 #include <cuda.h>
 #include <stddef.h>
 
-#include "cuda_api.h"
-#include "jit.h"
-#include "sdpa_params.h"
+#include "kernels/cuda_api.h"
+#include "kernels/jit.h"
+#include "kernels/sdpa_params.h"
 #include "tiletune.h"
-#include "variants.h"
+#include "kernels/variants.h"
 
 typedef struct tt__device {
     int ordinal;

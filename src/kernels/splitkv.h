@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "splitkv_params.h"
+#include "kernels/splitkv_params.h"
 #include "tiletune.h"
-#include "variants.h"
+#include "kernels/variants.h"
 
 /* The kernel's combine entry (the main one is TT_SDPA_ENTRY). */
 #define TT_SPLITKV_COMBINE_ENTRY "tt_splitkv_combine_kernel"

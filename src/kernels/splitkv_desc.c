@@ -3,12 +3,12 @@
  * its shared memory, the built-in default, the variant space and the
  * split count. No driver calls: variants.c and the CPU tests use it.
  */
-#include "splitkv.h"
+#include "kernels/splitkv.h"
 
 #include <string.h>
 
-#include "config.h"
-#include "fail.h"
+#include "common/config.h"
+#include "common/fail.h"
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -1,6 +1,6 @@
-#include "variants.h"
+#include "kernels/variants.h"
 
-#include "splitkv.h"
+#include "kernels/splitkv.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -8,10 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "cuda_api.h"
-#include "key.h"
-#include "sdpa_params.h"
+#include "common/config.h"
+#include "kernels/cuda_api.h"
+#include "common/key.h"
+#include "kernels/sdpa_params.h"
 
 /*
  * THE tables of the space: docs/kernels.md ("The tuned space") and the H200

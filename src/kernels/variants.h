@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "jit.h"
+#include "kernels/jit.h"
 #include "tiletune.h"
 
 typedef struct tt__device_limits {

@@ -3,7 +3,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "cache.h"
+#include "client/cache.h"
 #include "tt_test.h"
 
 static tt_key key_of(int64_t seqlen) {

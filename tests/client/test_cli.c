@@ -7,6 +7,7 @@
 #include "cli_run.h"
 #include "fake_daemon.h"
 #include "tt_test.h"
+#include "tiletune.h"
 
 #define CFG "family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1"
 
@@ -25,6 +26,7 @@ static const char *canned(fake_daemon *f, const char *line) {
         if (strstr(line, "hdim=256")) return "OK match=default config=" CFG " seqlen_q=9 seqlen_k=9\n";
         return "OK match=nearest config=" CFG " seqlen_q=1024 seqlen_k=2048 tflops=301.25\n";
     }
+    if (strcmp(line, "TUNE stale=1") == 0) return "ERR notfound no stale keys: every tuned key is for kernel revision ab12\n";
     if (strncmp(line, "TUNE ", 5) == 0) {
         if (strstr(line, "dtype=bf16")) return "ERR permission TUNE needs root, the daemon's user or group tiletune\n";
         return "OK job=17 keys=8\n";
@@ -61,6 +63,17 @@ TEST(usage_errors_exit_2) {
         {"cancel", NULL},
         {"cancel", "abc", NULL},
         {"jobs", "--causal", NULL},
+        /* found by the CLI, before any daemon is asked */
+        {"tune", "-s", "512", "-d", "64", "-t", "fp16", "--shard", "3/2", NULL},
+        {"tune", "-s", "512", "-d", "64", "-t", "fp16", "--causal=sideways", NULL},
+        {"tune", "-s", "512", "-d", "64", "-t", "fp16", "--causal", "--causal-both", NULL},
+        {"lookup", "-s", "512", "-d", "64", "-t", "fp16", "--causal=3", NULL},
+        {"lookup", "-s", "512", "-d", "64", "-t", "fp16", "--json=1", NULL},
+        {"lookup", "-x", NULL},
+        {"lookup", "--seq", "1", "-d", "64", "-t", "fp16", NULL},
+        {"ping", "--timeout", NULL},
+        {"--completion", "tcsh", NULL},
+        {"lookup", "-s1", "-d64", "-tfp16", "--offline", "--gpu", "ab", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *const *a = cases[i];
@@ -314,6 +327,128 @@ TEST(tune_jobs_cancel_forget) {
     ASSERT_EQ(r.rc, 0);
     ASSERT_CONTAINS(r.out, "nothing to forget");
     fake_stop(f);
+}
+
+/* getopt_long conventions: global options anywhere, short options,
+ * "--name=value", abbreviations, options before the command. */
+TEST(options_anywhere_and_short) {
+    fake_daemon *f = fake_start(FAKE_SERVE, canned);
+    cli_result r;
+    cli(&r, "ping", "--socket", f->path, NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, "pong from ");
+    cli(&r, "--json", "--socket=", NULL);
+    ASSERT_EQ(r.rc, 2);
+    cli(&r, "--json", "status", "--socket", f->path, NULL);
+    ASSERT_EQ(r.rc, 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    ASSERT(json_is_object(j));
+    json_decref(j);
+    cli(&r, "--seqlen", "4096", "lookup", "-d", "128", "-tfp16", "-j", "--sock", f->path, NULL);
+    ASSERT_EQ(r.rc, 0);
+    pthread_mutex_lock(&f->lock);
+    ASSERT_CONTAINS(f->last, "seqlen_q=4096");
+    ASSERT_CONTAINS(f->last, "hdim=128");
+    pthread_mutex_unlock(&f->lock);
+    cli(&r, "lookup", "-s", "4096", "-d", "64", "-t", "fp16", "-c", "--socket", f->path, NULL);
+    ASSERT_EQ(r.rc, 0);
+    pthread_mutex_lock(&f->lock);
+    ASSERT_CONTAINS(f->last, "causal=1");
+    pthread_mutex_unlock(&f->lock);
+    cli(&r, "lookup", "-s", "4096", "-d", "64", "-t", "fp16", "--causal=bottom-right", "--socket", f->path, NULL);
+    pthread_mutex_lock(&f->lock);
+    ASSERT_CONTAINS(f->last, "causal=2");
+    pthread_mutex_unlock(&f->lock);
+    fake_stop(f);
+}
+
+/* --causal on tune: a flag, a list with =, --causal-both; the old
+ * separate word still read. The bf16 request is refused by the fake, so
+ * the TUNE line is its last. */
+TEST(tune_causal_forms) {
+    fake_daemon *f = fake_start(FAKE_SERVE, canned);
+    const char *forms[][3] = {{"--causal", NULL, "causal=1 "},       {"--causal-both", NULL, "causal=0,1 "},
+                              {"--causal=no,yes", NULL, "causal=0,1 "}, {"--causal", "both", "causal=0,1 "},
+                              {"--causal=bottom-right", NULL, "causal=2 "}, {"-c", NULL, "causal=1 "},
+                              {"--mode=fast", NULL, "causal=0 "}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        cli_result r;
+        cli(&r, "tune", "-s", "512", "-d", "64", "-t", "bf16", "--socket", f->path, forms[i][0], forms[i][1], NULL);
+        ASSERT_EQ(r.rc, 1);
+        pthread_mutex_lock(&f->lock);
+        if (!strstr(f->last, forms[i][2])) fprintf(stderr, "%s: %s\n", forms[i][0], f->last);
+        ASSERT_CONTAINS(f->last, forms[i][2]);
+        pthread_mutex_unlock(&f->lock);
+    }
+    fake_stop(f);
+}
+
+/* Nothing stale is nothing to do: exit 0, not a failure. */
+TEST(tune_stale_nothing_to_do_exits_0) {
+    fake_daemon *f = fake_start(FAKE_SERVE, canned);
+    cli_result r;
+    cli(&r, "tune", "--stale", "--socket", f->path, NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, "nothing to re-tune: no stale keys");
+    fake_stop(f);
+}
+
+/* --offline: the built-in default the library would fall back to, with
+ * no daemon at all. */
+TEST(lookup_offline) {
+    cli_result r;
+    cli(&r, "--socket", "/nonexistent/tiletune.sock", "lookup", "-s", "1000", "-d", "128", "-t", "bf16", "--offline",
+        "--json", NULL);
+    ASSERT_EQ(r.rc, 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    ASSERT(j != NULL);
+    ASSERT_STREQ(json_string_value(json_object_get(j, "match")), "default");
+    tt_key k = {.seqlen_q = 1000, .seqlen_k = 1000, .head_dim = 128, .dtype = TT_DTYPE_BF16};
+    tt_config cfg;
+    char text[TT_CONFIG_TEXT_MAX];
+    ASSERT_EQ(tt_config_default(&k, &cfg), 0);
+    ASSERT(tt_config_format(&cfg, text, sizeof text) > 0);
+    ASSERT_STREQ(json_string_value(json_object_get(j, "config_text")), text);
+    json_decref(j);
+}
+
+/* The manual page and the completion come from the option tables. */
+TEST(man_page_and_completion) {
+    cli_result r;
+    cli(&r, "--help-man", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, ".TH TILETUNE 1");
+    const char *cmds[] = {"ping", "status", "stats", "lookup", "tune", "jobs", "watch", "cancel", "forget", "export"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char ss[64];
+        snprintf(ss, sizeof ss, ".SS \"%s", cmds[i]);
+        ASSERT_CONTAINS(r.out, ss);
+    }
+    ASSERT_CONTAINS(r.out, "\\-s, \\-\\-seqlen N");
+    ASSERT_CONTAINS(r.out, "\\-\\-causal[=KIND]");
+    cli(&r, "--completion", "bash", NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, "complete -F _tiletune tiletune");
+    ASSERT_CONTAINS(r.out, "lookup) opts='--seqlen --seqlen-k --hdim");
+    /* the script parses, and completes a command's options */
+    char path[] = "/tmp/ttcli-comp-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    ASSERT_EQ(write(fd, r.out, strlen(r.out)), (ssize_t)strlen(r.out));
+    close(fd);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "bash -c 'source %s; COMP_WORDS=(tiletune lookup --seq); COMP_CWORD=2; _tiletune; echo \"${COMPREPLY[*]}\"'",
+             path);
+    FILE *p = popen(cmd, "r");
+    char got[256] = "";
+    ASSERT(p != NULL);
+    if (!fgets(got, sizeof got, p)) got[0] = '\0';
+    ASSERT_EQ(pclose(p), 0);
+    unlink(path);
+    ASSERT_STREQ(got, "--seqlen --seqlen-k\n");
 }
 
 TT_TEST_MAIN()

@@ -6,9 +6,9 @@
 #include <sys/stat.h>
 
 #include "cli_run.h"
-#include "conn.h"
+#include "client/conn.h"
 #include "fake_daemon.h"
-#include "store.h"
+#include "tuner/store/store.h"
 #include "tiletune.h"
 #include "tt_test.h"
 
@@ -214,6 +214,35 @@ TEST(tune_refused_to_unprivileged_user) {
     cli(&r, "--socket", d.sock, "tune", "--seqlen", "64", "--hdim", "64", "--dtype", "fp16", "--causal", "no", NULL);
     ASSERT_EQ(r.rc, 0);
     ASSERT_CONTAINS(r.out, "queued");
+    stop_daemon(&d);
+}
+
+/* The seeded GPU's fingerprint does not match its description, so its
+ * record fails the table checks: export fails whole, or with --skip-bad
+ * leaves it out and says so; the report leaves it out too. */
+TEST(export_skip_bad_and_report) {
+    daemon_run d;
+    start_daemon(&d);
+    char out[200], page[200];
+    snprintf(out, sizeof out, "%s/table.jsonl", d.dir);
+    snprintf(page, sizeof page, "%s/report.html", d.dir);
+    cli_result r;
+    cli(&r, "--socket", d.sock, "export", "--output", out, NULL);
+    ASSERT_EQ(r.rc, 1);
+    ASSERT_CONTAINS(r.err, "the daemon exported a bad record 1");
+    ASSERT_CONTAINS(r.err, "--skip-bad");
+    ASSERT(access(out, F_OK) < 0);
+    cli(&r, "export", "--skip-bad", "--output", out, "--socket", d.sock, NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.err, "skipped the daemon's bad record 1");
+    ASSERT_CONTAINS(r.err, "1 bad records skipped");
+    ASSERT_CONTAINS(r.err, "exported 0 records to");
+    cli(&r, "--socket", d.sock, "report", "-o", page, NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.err, "left out of the report");
+    ASSERT(access(page, R_OK) == 0);
+    unlink(out);
+    unlink(page);
     stop_daemon(&d);
 }
 

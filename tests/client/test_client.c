@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 
-#include "client_internal.h"
+#include "client/client_internal.h"
 #include "fake_daemon.h"
 #include "tiletune.h"
 #include "tt_test.h"
@@ -65,6 +65,14 @@ TEST(no_daemon_falls_back_at_once_then_backs_off) {
     ASSERT_EQ(s.fallbacks, 1001);
     ASSERT_EQ(s.failures, 1); /* one attempt: the rest were in back-off */
     ASSERT_EQ(s.connects, 0);
+    ASSERT_EQ(s.lookups, 1001);
+    ASSERT_EQ(s.last_failure, TT_ERR_NODAEMON); /* why the fallbacks came */
+    /* an invalid key: the caller's error, counted apart */
+    k.head_dim = 80;
+    ASSERT_EQ(tt_lookup(c, &k, &r), TT_ERR_UNSUPPORTED);
+    ASSERT_OK(tt_client_get_stats(c, &s));
+    ASSERT_EQ(s.key_errors, 1);
+    ASSERT_EQ(s.lookups, 1002);
     tt_client_close(c);
 }
 
@@ -127,6 +135,8 @@ TEST(answer_parsed_and_cached) {
     ASSERT_EQ(s.cache_hits, 100);
     ASSERT_EQ(s.daemon_answers, 1);
     ASSERT_EQ(s.connects, 1);
+    ASSERT_EQ(s.lookups, 101);
+    ASSERT_EQ(s.last_failure, 0);
     /* another key: same connection, no second HELLO */
     k.seqlen_q = 100;
     ASSERT_OK(tt_lookup(c, &k, &r));
@@ -283,10 +293,13 @@ TEST(daemon_errors) {
     tt_client_stats s;
     ASSERT_OK(tt_client_get_stats(c, &s));
     ASSERT_EQ(s.failures, 0);
+    ASSERT_EQ(s.key_errors, 1);
+    ASSERT_EQ(s.last_failure, 0);
     tt_client_close(c);
 
     /* busy, or a reply we cannot read: the default, and a back-off */
     const char *modes[] = {"busy", "garbage"};
+    const int why[] = {TT_ERR_BUSY, TT_ERR_PROTO};
     for (int i = 0; i < 2; i++) {
         f->arg = (void *)modes[i];
         ASSERT_OK(tt_client_open(f->path, 500, &c));
@@ -294,6 +307,7 @@ TEST(daemon_errors) {
         expect_default(&k, &r);
         ASSERT_OK(tt_client_get_stats(c, &s));
         ASSERT_EQ(s.failures, 1);
+        ASSERT_EQ(s.last_failure, why[i]);
         tt_client_close(c);
     }
     fake_stop(f);

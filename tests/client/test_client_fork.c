@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <sys/wait.h>
 
-#include "client_internal.h"
+#include "client/client_internal.h"
 #include "fake_daemon.h"
 #include "tiletune.h"
 #include "tt_test.h"

@@ -1,7 +1,7 @@
 /* The connection module: framing, deadlines, reply parsing, pipelining. */
 #include <sys/stat.h>
 
-#include "conn.h"
+#include "client/conn.h"
 #include "fake_daemon.h"
 #include "tt_test.h"
 

@@ -1,7 +1,7 @@
 #include <string.h>
 
-#include "config.h"
-#include "key.h"
+#include "common/config.h"
+#include "common/key.h"
 #include "tt_test.h"
 
 static tt_config sample(void) {

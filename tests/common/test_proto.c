@@ -1,6 +1,6 @@
 #include <string.h>
 
-#include "proto.h"
+#include "common/proto.h"
 #include "tt_test.h"
 
 static int parse(const char *text, tt__msg *m, const char **err) {

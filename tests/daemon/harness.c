@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "tuner/store/store.h"
 
 /* The harness runs inside a test's child process and fails it with the
  * ASSERTs of tt_test.h; the runner that header also defines is not used. */
@@ -328,3 +328,25 @@ int td_failed_status(const char *db, const tt_key *key, const char *cfg) {
     tt_store_close(s);
     return (int)f.st;
 }
+
+/* Polls `req` until its reply contains `want` (or the body of a listing
+ * does); fails after timeout_ms. */
+void td_wait_for(int fd, const char *req, const char *want, int timeout_ms) {
+    char line[1024], v[16], last[1024] = "";
+    long long until = td_now_ms() + timeout_ms;
+    while (td_now_ms() < until) {
+        const char *r = td_req(fd, req);
+        snprintf(last, sizeof last, "%s", r);
+        int found = strstr(r, want) != NULL;
+        int n = strncmp(r, "OK lines=", 9) == 0 ? atoi(td_field(r, "lines", v, sizeof v)) : 0;
+        for (int i = 0; i < n; i++) {
+            ASSERT(td_read_line(fd, line, sizeof line, 2000) > 0);
+            if (strstr(line, want)) found = 1;
+            snprintf(last, sizeof last, "%s", line);
+        }
+        if (found) return;
+        usleep(50000);
+    }
+    TT_FAIL_AT("\"%s\" never showed \"%s\" (last: %s)", req, want, last);
+}
+

@@ -69,4 +69,8 @@ void td_fake_gpu(char out[TT_ID_MAX]);
 /* Milliseconds of a monotonic clock. */
 long long td_now_ms(void);
 
+/* Polls `req` until its reply (or a line of its body, for a listing)
+ * contains `want`; fails the test after timeout_ms. */
+void td_wait_for(int fd, const char *req, const char *want, int timeout_ms);
+
 #endif

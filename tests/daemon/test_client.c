@@ -13,7 +13,7 @@
 #include "../client/cli_run.h"
 #pragma GCC diagnostic pop
 #include "harness.h"
-#include "store.h"
+#include "tuner/store/store.h"
 #include "tt_test.h"
 
 #define REV "00c0ffee"

@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 
 #include "harness.h"
-#include "proto.h"
-#include "store.h"
+#include "common/proto.h"
+#include "tuner/store/store.h"
 #include "tt_test.h"
 
 #define REV "00c0ffee"

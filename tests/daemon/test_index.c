@@ -1,6 +1,6 @@
 /* The in-memory index: exact, nearest in log space, default; replace,
  * remove, growth. */
-#include "index.h"
+#include "tuner/daemon/index.h"
 #include "tt_test.h"
 
 static tt_key key(const char *gpu, int hdim, int causal, int64_t sq, int64_t sk) {

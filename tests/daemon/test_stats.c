@@ -5,7 +5,7 @@
  * __wrap_realloc below, which fails the call numbered `fail_at`. */
 #include <stddef.h>
 
-#include "stats.h"
+#include "tuner/daemon/stats.h"
 #include "tt_test.h"
 
 void *__real_realloc(void *p, size_t n);
@@ -27,6 +27,7 @@ static void fill(tt_stats *s, tt_stats_gauges *g) {
     s->conn_accepted = 123456789;
     g->uptime_s = 86400;
     g->jobs[0] = 3;
+    g->table = "0123456789abcdef";
 }
 
 static int count_lines(const tt_buf *b) {
@@ -87,12 +88,44 @@ TEST(counts_without_failures) {
         tt_buf_init(&b);
         int n = tt_stats_format(&s, &g, prom, &b);
         ASSERT_EQ(n, count_lines(&b));
-        int samples = TT_VERB_COUNT + 3 + TT_ERRC_COUNT + 12 + 5, families = 3 + 12 + 1;
+        int samples = TT_VERB_COUNT + 3 + TT_ERRC_COUNT + 14 + 5 + 1, families = 3 + 14 + 1 + 1;
+        /* worker restarts; build_info and process_start_time_seconds (the
+         * text form: start_time_seconds); the LOOKUP histogram: its buckets
+         * and +Inf, sum and count (text: the buckets, count, sum) */
+        samples += 1 + (prom ? 2 : 1) + (prom ? TT_LOOKUP_BUCKETS + 3 : TT_LOOKUP_BUCKETS + 2);
+        families += 4;
         ASSERT_EQ(n, samples + (prom ? 2 * families : 0));
         ASSERT_CONTAINS(b.data, prom ? "tiletune_requests_total{verb=\"lookup\"} 1000002\n"
                                      : "requests_lookup 1000002\n");
+        ASSERT_CONTAINS(b.data, prom ? "tiletune_table_info{checksum=\"0123456789abcdef\"} 1\n"
+                                     : "table_info_0123456789abcdef 1\n");
         tt_buf_free(&b);
     }
+}
+
+/* The histogram is cumulative, its count the observations, its sum
+ * their total; a time past the last bound lands in +Inf only. */
+TEST(lookup_histogram_cumulative) {
+    tt_stats s;
+    tt_stats_gauges g;
+    fill(&s, &g);
+    tt_stats_observe_lookup(&s, 800);      /* <= 1 us */
+    tt_stats_observe_lookup(&s, 1000);     /* <= 1 us: bounds are inclusive */
+    tt_stats_observe_lookup(&s, 30000);    /* <= 50 us */
+    tt_stats_observe_lookup(&s, 20000000); /* past 10 ms */
+    tt_buf b;
+    tt_buf_init(&b);
+    tt_stats_format(&s, &g, 1, &b);
+    ASSERT_CONTAINS(b.data, "tiletune_lookup_duration_seconds_bucket{le=\"1e-06\"} 2\n");
+    ASSERT_CONTAINS(b.data, "tiletune_lookup_duration_seconds_bucket{le=\"2.5e-05\"} 2\n");
+    ASSERT_CONTAINS(b.data, "tiletune_lookup_duration_seconds_bucket{le=\"5e-05\"} 3\n");
+    ASSERT_CONTAINS(b.data, "tiletune_lookup_duration_seconds_bucket{le=\"0.01\"} 3\n");
+    ASSERT_CONTAINS(b.data, "tiletune_lookup_duration_seconds_bucket{le=\"+Inf\"} 4\n");
+    ASSERT_CONTAINS(b.data, "tiletune_lookup_duration_seconds_count 4\n");
+    ASSERT_CONTAINS(b.data, "tiletune_lookup_duration_seconds_sum 0.020031800\n");
+    ASSERT_CONTAINS(b.data, "# TYPE tiletune_lookup_duration_seconds histogram\n");
+    ASSERT_CONTAINS(b.data, "tiletune_build_info{version=\"" TT_VERSION_STRING "\",rev=\"\"} 1\n");
+    tt_buf_free(&b);
 }
 
 TT_TEST_MAIN()

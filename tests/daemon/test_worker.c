@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
-#include "store.h"
+#include "tuner/store/store.h"
 #include "tt_test.h"
 
 #define WORKER TT_DAEMON_TEST_DIR "/fake_worker.sh"
@@ -20,33 +20,12 @@ static void start_with(td *t, const char *mode) {
     td_start(t, args);
 }
 
-/* Polls `req` until its reply contains `want` (or the body of a listing
- * does); fails after timeout_ms. */
-static void wait_for(int fd, const char *req, const char *want, int timeout_ms) {
-    char line[1024], v[16], last[1024] = "";
-    long long until = td_now_ms() + timeout_ms;
-    while (td_now_ms() < until) {
-        const char *r = td_req(fd, req);
-        snprintf(last, sizeof last, "%s", r);
-        int found = strstr(r, want) != NULL;
-        int n = strncmp(r, "OK lines=", 9) == 0 ? atoi(td_field(r, "lines", v, sizeof v)) : 0;
-        for (int i = 0; i < n; i++) {
-            ASSERT(td_read_line(fd, line, sizeof line, 2000) > 0);
-            if (strstr(line, want)) found = 1;
-            snprintf(last, sizeof last, "%s", line);
-        }
-        if (found) return;
-        usleep(50000);
-    }
-    TT_FAIL_AT("\"%s\" never showed \"%s\" (last: %s)", req, want, last);
-}
-
 TEST(no_gpu_worker_keeps_jobs_queued) {
     td t;
     td_init(&t);
     start_with(&t, "nogpu");
     int fd = td_connect_ok(&t);
-    wait_for(fd, "STATUS", "reason=no-gpu", 5000);
+    td_wait_for(fd, "STATUS", "reason=no-gpu", 5000);
     ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=64 seqlen=128,256"), "OK job=1 keys=2", 15) == 0);
     usleep(300000);
     const char *r = td_req(fd, "STATUS");
@@ -80,11 +59,11 @@ TEST(fake_gpu_results_land_in_lookup) {
     start_with(&t, "gpu");
     int fd = td_connect_ok(&t);
     snprintf(want, sizeof want, "gpu=%s", gpu);
-    wait_for(fd, "HELLO", want, 5000);
+    td_wait_for(fd, "HELLO", want, 5000);
     ASSERT_CONTAINS(td_req(fd, "HELLO"), "rev=00c0ffee");
     ASSERT_CONTAINS(td_req(fd, "STATUS"), "gpus=1");
     ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=128 seqlen=512,2048"), "OK job=1 keys=2", 15) == 0);
-    wait_for(fd, "JOBS all=1", "state=done", 5000);
+    td_wait_for(fd, "JOBS all=1", "state=done", 5000);
     /* no gpu=/rev=: the daemon's own, learnt from the worker */
     const char *r = td_req(fd, "LOOKUP dtype=fp16 hdim=128 seqlen_q=512");
     ASSERT_STREQ(td_field(r, "match", v, sizeof v), "exact");
@@ -121,7 +100,7 @@ TEST(control_characters_in_the_gpu_name_are_not_stored) {
     long long until = td_now_ms() + 5000;
     while (strstr(td_req(fd, "HELLO"), "gpu=none") && td_now_ms() < until) usleep(50000);
     ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=128 seqlen=512"), "OK job=1 keys=1", 15) == 0);
-    wait_for(fd, "JOBS all=1", "state=done", 5000);
+    td_wait_for(fd, "JOBS all=1", "state=done", 5000);
     ASSERT_STREQ(td_req(fd, "EXPORT"), "OK format=json records=1 lines=1");
     ASSERT(td_read_line(fd, line, sizeof line, 2000) > 0);
     if (!strstr(line, "\"name\":\"Bad?GPU?x\"")) TT_FAIL_AT("exported: %s", line);
@@ -136,9 +115,9 @@ TEST(worker_dying_on_a_variant_is_restarted_and_the_variant_recorded) {
     td_fake_gpu(gpu);
     start_with(&t, "crash");
     int fd = td_connect_ok(&t);
-    wait_for(fd, "STATUS", "gpus=1", 5000);
+    td_wait_for(fd, "STATUS", "gpus=1", 5000);
     ASSERT(strncmp(td_req(fd, "TUNE dtype=bf16 hdim=64 seqlen=1024"), "OK job=1", 8) == 0);
-    wait_for(fd, "JOBS all=1", "state=done", 8000);
+    td_wait_for(fd, "JOBS all=1", "state=done", 8000);
     const char *r = td_req(fd, "LOOKUP dtype=bf16 hdim=64 seqlen_q=1024");
     ASSERT_STREQ(td_field(r, "match", v, sizeof v), "exact");
     ASSERT_STREQ(td_field(r, "config", v, sizeof v), CFG_B);
@@ -160,13 +139,13 @@ TEST(garbage_on_the_pipe_fails_the_key_not_the_daemon) {
     td_init(&t);
     start_with(&t, "garbage");
     int fd = td_connect_ok(&t);
-    wait_for(fd, "STATUS", "gpus=1", 5000);
+    td_wait_for(fd, "STATUS", "gpus=1", 5000);
     ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=64 seqlen=128"), "OK job=1", 8) == 0);
     /* killed and restarted with back-off (0.5 + 1 s) until the key has
      * taken down its worker three times */
     long long t0 = td_now_ms();
     while (td_now_ms() - t0 < 1000) ASSERT_STREQ(td_req(fd, "PING"), "OK pong");
-    wait_for(fd, "JOBS all=1", "state=failed", 10000);
+    td_wait_for(fd, "JOBS all=1", "state=failed", 10000);
     ASSERT(td_stat(fd, "worker_failures") >= 3);
     close(fd);
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
@@ -223,7 +202,7 @@ static int start_crashing(td *t, const char *first, const char *after, char mode
     setenv("TT_FAKE_AFTER_CRASH", after, 1);
     start_with(t, first);
     int fd = td_connect_ok(t);
-    wait_for(fd, "STATUS", "gpus=1", 5000);
+    td_wait_for(fd, "STATUS", "gpus=1", 5000);
     return fd;
 }
 
@@ -285,7 +264,7 @@ TEST(cancel_during_the_restart_back_off_drops_the_key) {
     char modefile[320], log[320];
     int fd = start_crashing(&t, "crash", "gpu", modefile, log);
     ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=64 seqlen=128,256"), "OK job=1 keys=2", 15) == 0);
-    wait_for(fd, "STATUS", "reason=restarting", 5000);
+    td_wait_for(fd, "STATUS", "reason=restarting", 5000);
     ASSERT_STREQ(td_req(fd, "CANCEL job=1"), "OK job=1 state=cancelled");
     ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=64 seqlen=512"), "OK job=2 keys=1", 15) == 0);
     wait_job(fd, 2, "OK job=2 state=done", 8000);
@@ -307,12 +286,12 @@ TEST(claim_is_released_when_the_restarted_worker_has_no_gpu) {
     char modefile[320], v[64];
     int fd = start_crashing(&t, "crash", "nogpu", modefile, NULL);
     ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=128 seqlen=512"), "OK job=1 keys=1", 15) == 0);
-    wait_for(fd, "STATUS", "reason=no-gpu", 5000);
+    td_wait_for(fd, "STATUS", "reason=no-gpu", 5000);
     wait_job(fd, 1, "seq=0 state=pending", 2000);
     const char *r = job_text(fd, 1);
     ASSERT_CONTAINS(r, "OK job=1 state=queued");
     ASSERT_CONTAINS(r, "running=0");
-    wait_for(fd, "JOBS", "job=1 state=queued", 1000);
+    td_wait_for(fd, "JOBS", "job=1 state=queued", 1000);
     ASSERT_STREQ(td_req(fd, "PING"), "OK pong");
     r = td_req(fd, "LOOKUP dtype=fp16 hdim=128 seqlen_q=512");
     ASSERT_STREQ(td_field(r, "match", v, sizeof v), "default");
@@ -320,7 +299,7 @@ TEST(claim_is_released_when_the_restarted_worker_has_no_gpu) {
     write_mode(modefile, "gpu");
     usleep(5200000);
     ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=128 seqlen=1024"), "OK job=2 keys=1", 15) == 0);
-    wait_for(fd, "JOBS all=1", "job=2 state=done", 8000);
+    td_wait_for(fd, "JOBS all=1", "job=2 state=done", 8000);
     ASSERT_CONTAINS(job_text(fd, 1), "OK job=1 state=done");
     close(fd);
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);

@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet_record.h"
-#include "hash.h"
+#include "tuner/fleet/record.h"
+#include "tuner/store/store.h"
+#include "common/hash.h"
+#include "common/key.h"
 #include "tt_test.h"
 
 #define FU_REV "abc123"
@@ -48,11 +50,21 @@ static tt_fleet_rec fu_rec(int m, int64_t s, int bn, double time_ms, const char 
     r->time_ms = time_ms;
     r->spread = 0.01;
     r->reps = 50;
-    r->tflops = 100.0 / time_ms;
+    /* what the worker reports: the work over the time (plausibility) */
+    r->tflops = tt__sdpa_flops(r->batch, r->heads, s, s, 128, 0) / (time_ms * 1e-3) / 1e12;
+    snprintf(r->driver, sizeof r->driver, "%s", f.gpu.driver);
+    snprintf(r->cuda, sizeof r->cuda, "%s", f.gpu.cuda);
+    snprintf(r->nvrtc, sizeof r->nvrtc, "%s", f.gpu.nvrtc);
     r->status = TT_MEAS_OK;
     r->measured_at = 1700000000;
     snprintf(r->node, sizeof r->node, "%s", node);
     return f;
+}
+
+/* The time at which fu_rec's problem (batch 4, 16 heads, head dim 128)
+ * at seqlen s runs at `tflops`. */
+__attribute__((unused)) static double fu_ms(int64_t s, double tflops) {
+    return tt__sdpa_flops(4, 16, s, s, 128, 0) / (tflops * 1e12) * 1e3;
 }
 
 /* Writes a whole table file the way the CLI does. */

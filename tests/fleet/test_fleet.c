@@ -3,22 +3,24 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "fleet_merge.h"
-#include "fleet_shard.h"
+#include "tuner/fleet/merge.h"
+#include "tuner/fleet/plausible.h"
+#include "tuner/fleet/shard.h"
 #include "fleet_util.h"
-#include "variants.h"
+#include "kernels/variants.h"
+#include "tuner/daemon/handlers_fleet.h"
 
-static int kernel_rule(const tt_config *cfg, int32_t hdim, char *err, size_t errlen) {
-    return tt__variant_check(cfg, hdim, NULL, err, errlen);
-}
+/* The daemon's rule: the config on the arch of the record's GPU. */
+#define kernel_rule tt_fleet_daemon_config_rule
 
 #define NOW 1800000000LL
+#define NEAR(a, b, eps) ASSERT(fabs((double)(a) - (double)(b)) <= (eps))
 
 /* ---- records -------------------------------------------------------------- */
 
 TEST(record_round_trips_through_its_line) {
-    tt_fleet_rec a = fu_rec(0, 4096, 64, 0.123456789012345, "node-a"), b;
-    a.rec.time_min_ms = 0.12;
+    tt_fleet_rec a = fu_rec(0, 4096, 64, 1.23456789012345, "node-a"), b;
+    a.rec.time_min_ms = 1.2;
     a.rec.sm_clock_mhz = 1980;
     a.rec.temp_c = 55;
     a.rec.busy = 0;
@@ -69,7 +71,7 @@ TEST(each_class_of_invalid_record_is_refused_with_its_reason) {
         {"\"time_ms\":0.5", "\"time_ms\":-1", "'time_ms' -1 is out of range", TT_ERR_RANGE},
         {"\"time_ms\":0.5", "\"time_ms\":\"fast\"", "'time_ms' must be a number", TT_ERR_INVAL},
         {"block_m=128", "block_m=999", "not a valid config", TT_ERR_RANGE},
-        {"warps=4", "warps=1", "config not valid at head_dim 128", TT_ERR_INVAL},
+        {"warps=4", "warps=1", "not valid at head_dim 128 on Fleet GPU 0 (sm_90)", TT_ERR_INVAL},
         {"\"rev\":\"abc123\"", "\"rev\":\"XYZ\"", "'key.rev' must be a kernel revision", TT_ERR_INVAL},
         {"\"sm_count\":132", "\"sm_count\":133", "not the fingerprint of the GPU described", TT_ERR_INVAL},
         {"\"measured_at\":1700000000", "\"measured_at\":4000000000", "out of range", TT_ERR_RANGE},
@@ -339,7 +341,7 @@ static void write_fleet_files(const char *dir, char files[4][300]) {
     t[2][2] = fu_rec(1, 1024, 64, 0.701, "c");
     t[3][0] = fu_rec(0, 1024, 32, 1.005, "d"); /* b's record, measured on d */
     t[3][1] = fu_rec(0, 8192, 64, 9.0, "d");
-    t[3][2] = fu_rec(0, 8192, 64, 8.0, "d"); /* the same key twice in one file */
+    t[3][2] = fu_rec(0, 8192, 64, 8.0, "d"); /* the same key twice in one file: refused */
     size_t n[4] = {3, 3, 3, 3};
     for (int i = 0; i < 4; i++) {
         snprintf(files[i], 300, "%s/t%d.json", dir, i);
@@ -458,6 +460,217 @@ TEST(dry_run_and_strict_change_nothing) {
     ASSERT_STREQ(before, after);
     free(before);
     free(after);
+}
+
+
+/* ---- the checks of a record: work, plausibility, arch, provenance ------------- */
+
+/* A record through its line and back with the daemon's rule: 0 or the
+ * parse status, the reason in err. */
+static int reparse(const tt_fleet_rec *a, tt_fleet_rec *b, char *err, size_t errlen) {
+    char line[TT_FLEET_LINE_MAX + 1];
+    int n = tt_fleet_rec_format(a, line, sizeof line);
+    ASSERT(n > 0);
+    err[0] = '\0';
+    return tt_fleet_rec_parse(line, (size_t)n, kernel_rule, NOW, b, err, errlen);
+}
+
+/* A record of GPU model m moved to compute capability cc (fingerprint
+ * and key follow). */
+static void move_to_arch(tt_fleet_rec *f, int cc_major, int cc_minor) {
+    f->gpu.cc_major = cc_major;
+    f->gpu.cc_minor = cc_minor;
+    tt_gpu_fingerprint(f->gpu.name, cc_major, cc_minor, f->gpu.sm_count, f->gpu.mem_bytes, f->gpu.fingerprint);
+    snprintf(f->rec.key.gpu, sizeof f->rec.key.gpu, "%s", f->gpu.fingerprint);
+}
+
+TEST(work_of_a_forward_counts_the_pairs_its_mask_leaves) {
+    double d = 4.0 * 2 * 3 * 128; /* batch 2, 3 heads, head dim 128 */
+    NEAR(tt__sdpa_flops(2, 3, 1024, 4096, 128, 0), d * 1024 * 4096, 1);
+    NEAR(tt__sdpa_flops(2, 3, 4096, 4096, 128, 1), d * 4096 * 4096 / 2, 1); /* the convention */
+    /* top-left, Lq < Lk: query i sees i + 1 keys */
+    NEAR(tt__sdpa_flops(2, 3, 1024, 4096, 128, 1), d * (1024.0 * 1025 / 2), 1);
+    /* top-left, Lq > Lk: rows past Lk see every key */
+    NEAR(tt__sdpa_flops(2, 3, 4096, 1024, 128, 1), d * (1024.0 * 1025 / 2 + 3072.0 * 1024), 1);
+    /* bottom-right, Lq < Lk: query i sees i + 1 + (Lk - Lq) keys */
+    NEAR(tt__sdpa_flops(2, 3, 1024, 4096, 128, 2), d * (1024.0 * 3072 + 1024.0 * 1025 / 2), 1);
+    /* bottom-right, Lq > Lk: the first Lq - Lk queries see nothing */
+    NEAR(tt__sdpa_flops(2, 3, 4096, 1024, 128, 2), d * (1024.0 * 1025 / 2), 1);
+    ASSERT_EQ(tt__sdpa_flops(0, 3, 1024, 1024, 128, 0), 0);
+}
+
+TEST(faster_ranks_by_speed_not_by_the_size_of_the_problem_timed) {
+    /* the winner timed at batch 32; a record of the same key timed at
+     * batch 1 whose config is 50% slower per FLOP: a far smaller time */
+    tt_fleet_rec big = fu_rec(0, 4096, 64, 1.0, "a"), small = fu_rec(0, 4096, 32, 1.0, "b");
+    big.rec.batch = 32;
+    big.rec.time_ms = fu_ms(4096, 400) * 8; /* 400 TFLOP/s at 8x fu_rec's batch */
+    small.rec.batch = 1;
+    small.rec.time_ms = fu_ms(4096, 400) / 4 * 1.5;
+    ASSERT(small.rec.time_ms < big.rec.time_ms);
+    ASSERT(tt_fleet_better(&big.rec, &small.rec, TT_POLICY_FASTER) < 0);
+    ASSERT(tt_fleet_better(&small.rec, &big.rec, TT_POLICY_FASTER) > 0);
+    /* and a batch-1 record really faster per FLOP wins */
+    small.rec.time_ms = fu_ms(4096, 400) / 4 / 1.5;
+    ASSERT(tt_fleet_better(&small.rec, &big.rec, TT_POLICY_FASTER) < 0);
+    /* the merge keeps the batch-32 winner against the slower one, in
+     * either order */
+    small.rec.time_ms = fu_ms(4096, 400) / 4 * 1.5;
+    for (int order = 0; order < 2; order++) {
+        char dir[64], db[300], f1[300], f2[300];
+        fu_tmpdir(dir, sizeof dir);
+        snprintf(db, sizeof db, "%s/t.db", dir);
+        snprintf(f1, sizeof f1, "%s/1.json", dir);
+        snprintf(f2, sizeof f2, "%s/2.json", dir);
+        for (int k = 0; k < 2; k++) {
+            tt_fleet_rec *f = k ? &small : &big;
+            f->rec.tflops = tt__sdpa_flops(f->rec.batch, 16, 4096, 4096, 128, 0) / (f->rec.time_ms * 1e-3) / 1e12;
+        }
+        fu_write_table(f1, order ? &small : &big, 1, NULL);
+        fu_write_table(f2, order ? &big : &small, 1, NULL);
+        import_file(db, f1, TT_POLICY_FASTER, 0);
+        import_file(db, f2, TT_POLICY_FASTER, 0);
+        char *content = fu_db_content(db, 1);
+        ASSERT_CONTAINS(content, "|4096|4096|32|16|0|128|64|");
+        free(content);
+    }
+}
+
+TEST(implausible_speeds_are_refused) {
+    tt_fleet_rec a = fu_rec(0, 4096, 64, fu_ms(4096, 500), "n"), b;
+    char err[512];
+    ASSERT_OK(reparse(&a, &b, err, sizeof err));
+    /* TFLOP/s within print rounding of its time passes */
+    a.rec.tflops *= 1.005;
+    ASSERT_OK(reparse(&a, &b, err, sizeof err));
+    /* TFLOP/s that its time and size do not give */
+    a.rec.tflops = 2500;
+    ASSERT_EQ(reparse(&a, &b, err, sizeof err), TT_ERR_RANGE);
+    ASSERT_CONTAINS(err, "'tflops' 2500 disagrees with its time and problem");
+    /* a consistent record faster than the H200-class peak (sm_90, 132 SMs) */
+    a.rec.tflops = 999999;
+    a.rec.time_ms = fu_ms(4096, 999999);
+    ASSERT_EQ(reparse(&a, &b, err, sizeof err), TT_ERR_RANGE);
+    ASSERT_CONTAINS(err, "faster than the dense tensor peak");
+    a.rec.time_ms = fu_ms(4096, 1100); /* just over 4096 x 132 x 1.98 GHz */
+    a.rec.tflops = 1100;
+    ASSERT_EQ(reparse(&a, &b, err, sizeof err), TT_ERR_RANGE);
+    /* the same speed on a part twice the SMs is possible */
+    a.gpu.sm_count = 264;
+    move_to_arch(&a, 9, 0);
+    ASSERT_OK(reparse(&a, &b, err, sizeof err));
+    /* no tflops field: the time alone must still be possible */
+    a = fu_rec(0, 4096, 64, 1e-6, "n");
+    a.rec.tflops = -1;
+    ASSERT_EQ(reparse(&a, &b, err, sizeof err), TT_ERR_RANGE);
+    ASSERT(tt_fleet_tensor_peak(8, 0, 108) > 300 && tt_fleet_tensor_peak(8, 0, 108) < 330);
+    ASSERT(tt_fleet_tensor_peak(9, 0, 132) > 989 && tt_fleet_tensor_peak(9, 0, 132) < 1100);
+}
+
+TEST(a_config_is_checked_on_the_arch_of_the_gpu_its_record_names) {
+    char err[512];
+    tt_fleet_rec a = fu_rec(0, 4096, 64, fu_ms(4096, 200), "n"), b;
+    tt_key k = a.rec.key;
+    ASSERT_OK(tt__config_default_arch(&k, 90, &a.rec.config));
+    ASSERT_EQ(a.rec.config.family, TT_FAMILY_WGMMA);
+    ASSERT_OK(reparse(&a, &b, err, sizeof err)); /* wgmma on sm_90 */
+    /* a wgmma record on an A100's fingerprint */
+    tt_fleet_rec c = a;
+    move_to_arch(&c, 8, 0);
+    c.rec.time_ms = fu_ms(4096, 200);
+    ASSERT_EQ(reparse(&c, &b, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "on Fleet GPU 0 (sm_80): sm_80: the wgmma kernel runs on sm_90 only");
+    /* no kernel family below sm_80 */
+    tt_fleet_rec t = fu_rec(0, 4096, 64, fu_ms(4096, 50), "n");
+    move_to_arch(&t, 7, 5);
+    ASSERT_EQ(reparse(&t, &b, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "no kernel family runs on this compute capability");
+    /* shared memory over an sm_86 part's 99 KB, legal on sm_90 */
+    tt_fleet_rec m = fu_rec(0, 4096, 64, fu_ms(4096, 50), "n");
+    m.rec.config.block_m = 128;
+    m.rec.config.block_n = 128;
+    m.rec.config.warps = 8;
+    m.rec.config.stages = 3;
+    ASSERT_OK(reparse(&m, &b, err, sizeof err));
+    move_to_arch(&m, 8, 6);
+    ASSERT_EQ(reparse(&m, &b, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "shared memory");
+    /* the record's own compile report over the register file */
+    tt_fleet_rec r = fu_rec(0, 4096, 64, fu_ms(4096, 200), "n");
+    r.rec.regs = 255;
+    ASSERT_OK(reparse(&r, &b, err, sizeof err));
+    r.rec.config.warps = 16;
+    r.rec.config.block_m = 256;
+    r.rec.regs = 200;
+    ASSERT_EQ(reparse(&r, &b, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "register file");
+}
+
+TEST(a_winner_keeps_its_own_driver_whatever_the_import_order) {
+    /* X: driver 580 / CUDA 13.0; Z: 590 / 13.1 and 5% faster, same model */
+    tt_fleet_rec x = fu_rec(0, 2048, 64, fu_ms(2048, 400), "x"), z = fu_rec(0, 2048, 32, fu_ms(2048, 420), "z");
+    snprintf(x.rec.driver, sizeof x.rec.driver, "580.159.04");
+    snprintf(x.gpu.driver, sizeof x.gpu.driver, "580.159.04");
+    snprintf(z.rec.driver, sizeof z.rec.driver, "590.48.01");
+    snprintf(z.rec.cuda, sizeof z.rec.cuda, "13.1");
+    snprintf(z.gpu.driver, sizeof z.gpu.driver, "590.48.01");
+    for (int order = 0; order < 2; order++) {
+        char dir[64], db[300], fx[300], fz[300], err[256];
+        fu_tmpdir(dir, sizeof dir);
+        snprintf(db, sizeof db, "%s/t.db", dir);
+        snprintf(fx, sizeof fx, "%s/x.json", dir);
+        snprintf(fz, sizeof fz, "%s/z.json", dir);
+        fu_write_table(fx, &x, 1, NULL);
+        fu_write_table(fz, &z, 1, NULL);
+        import_file(db, order ? fz : fx, TT_POLICY_FASTER, 0);
+        import_file(db, order ? fx : fz, TT_POLICY_FASTER, 0);
+        tt_store *s;
+        ASSERT_OK(tt_store_open(db, &s, err, sizeof err));
+        tt_record best;
+        ASSERT_OK(tt_store_get_best(s, &z.rec.key, &best));
+        ASSERT_STREQ(best.node, "z");
+        ASSERT_STREQ(best.driver, "590.48.01");
+        ASSERT_STREQ(best.cuda, "13.1");
+        tt_store_close(s);
+        /* and its line carries them, not the model row's */
+        tt_fleet_rec out = {.kind = TT_FLEET_BEST, .rec = best, .gpu = x.gpu};
+        char line[TT_FLEET_LINE_MAX + 1];
+        ASSERT(tt_fleet_rec_format(&out, line, sizeof line) > 0);
+        ASSERT_CONTAINS(line, "\"driver\":\"590.48.01\",\"cuda\":\"13.1\"");
+    }
+}
+
+TEST(a_key_twice_in_one_table_is_refused) {
+    char dir[64], db[300], f1[300];
+    fu_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/t.db", dir);
+    snprintf(f1, sizeof f1, "%s/1.json", dir);
+    tt_fleet_rec t[3] = {fu_rec(0, 1024, 64, 1.0, "a"), fu_rec(0, 2048, 64, 2.0, "a"), fu_rec(0, 1024, 32, 0.9, "a")};
+    fu_write_table(f1, t, 3, NULL);
+    tt_fleet_counts c = import_file(db, f1, TT_POLICY_FASTER, 0);
+    ASSERT_EQ(c.added, 2);
+    ASSERT_EQ(c.rejected, 1);
+    char *content = fu_db_content(db, 1);
+    ASSERT_CONTAINS(content, "|1024|1024|4|16|0|128|64|"); /* the first, though slower */
+    free(content);
+}
+
+TEST(csv_writes_knob_names_and_import_names_other_formats) {
+    tt_fleet_rec a = fu_rec(0, 1024, 64, 1.0, "n");
+    char row[TT_FLEET_LINE_MAX], err[512];
+    ASSERT(tt_fleet_csv_row(&a, row, sizeof row) > 0);
+    ASSERT_CONTAINS(row, ",mma,128,64,4,");
+    ASSERT_CONTAINS(row, ",swizzle,0,");
+    collect c;
+    static const char sqlite[] = "SQLite format 3\0\x10\0\x02\x02";
+    ASSERT_EQ(read_text(sqlite, sizeof sqlite, &c, err, sizeof err), TT_ERR_CORRUPT);
+    ASSERT_CONTAINS(err, "this is a SQLite database");
+    char csv[2 * TT_FLEET_LINE_MAX];
+    int n = tt_fleet_csv_header(csv, sizeof csv);
+    ASSERT(n > 0);
+    ASSERT(tt_fleet_csv_row(&a, csv + n, sizeof csv - (size_t)n) > 0);
+    ASSERT_EQ(read_text(csv, strlen(csv), &c, err, sizeof err), TT_ERR_CORRUPT);
+    ASSERT_CONTAINS(err, "this is CSV");
 }
 
 TT_TEST_MAIN()

@@ -8,7 +8,7 @@
 #include "../client/cli_run.h"
 #include "fleet_util.h"
 #include "harness.h"
-#include "proto.h"
+#include "common/proto.h"
 
 #define NKEYS 6
 
@@ -19,7 +19,7 @@ static void seed(const char *db, tt_fleet_rec *out) {
     char err[256];
     ASSERT_OK(tt_store_open(db, &s, err, sizeof err));
     for (int i = 0; i < NKEYS; i++) {
-        tt_fleet_rec f = fu_rec(i % 2, 512 << i, i % 3 ? 64 : 32, 0.1 * (i + 1), "node-a");
+        tt_fleet_rec f = fu_rec(i % 2, 512 << i, i % 3 ? 64 : 32, fu_ms(512 << i, 300.0 - 20 * i), "node-a");
         ASSERT_OK(tt_store_put_gpu(s, &f.gpu));
         ASSERT_OK(tt_store_put_rev(s, f.rec.key.rev, "fleet test"));
         ASSERT_OK(tt_store_put_best(s, &f.rec));
@@ -139,7 +139,7 @@ TEST(import_twice_dry_run_and_diff_of_a_changed_table) {
     free(after);
 
     /* a table with one key 3x faster on another config */
-    tt_fleet_rec better[2] = {fu_rec(0, 512, 128, 0.1 / 3, "node-b"), fu_rec(0, 777, 64, 1.0, "node-b")};
+    tt_fleet_rec better[2] = {fu_rec(0, 512, 128, fu_ms(512, 900.0), "node-b"), fu_rec(0, 777, 64, 1.0, "node-b")};
     better[0].rec.config.block_m = 64;
     fu_write_table(g, better, 2, NULL);
     cli(&r, "--socket", a.sock, "import", "--dry-run", "--json", g, NULL);
@@ -151,8 +151,9 @@ TEST(import_twice_dry_run_and_diff_of_a_changed_table) {
     ASSERT_STREQ(before, after);
     free(after);
     cli(&r, "--socket", a.sock, "diff", f, g, NULL);
-    ASSERT_EQ(r.rc, 0);
+    ASSERT_EQ(r.rc, 1); /* they differ, as diff(1) says */
     ASSERT_CONTAINS(r.out, "differs");
+    ASSERT_CONTAINS(r.out, "mma,128,32,4,1,swizzle,0 -> mma,64,128,4,1,swizzle,0"); /* both configs */
     ASSERT_CONTAINS(r.out, "+200.0%");
     ASSERT_CONTAINS(r.out, "7 keys: 0 same config, 1 differ, 5 only in A, 1 only in B");
     cli(&r, "--socket", a.sock, "import", "--policy", "fill", g, NULL);
@@ -203,7 +204,7 @@ TEST(bad_files_are_refused_with_their_reason_and_change_nothing) {
     char good[400];
     snprintf(good, sizeof good, "%s/good.json", a.dir);
     cli_result r;
-    tt_fleet_rec two[2] = {fu_rec(0, 4444, 64, 0.5, "n"), fu_rec(1, 5555, 64, 0.5, "n")};
+    tt_fleet_rec two[2] = {fu_rec(0, 4444, 64, fu_ms(4444, 400), "n"), fu_rec(1, 5555, 64, fu_ms(5555, 400), "n")};
     fu_write_table(good, two, 2, NULL);
     FILE *gf = fopen(good, "r");
     static char whole[16384];
@@ -236,7 +237,7 @@ TEST(bad_files_are_refused_with_their_reason_and_change_nothing) {
     CASE("dtype", edited_table(a.dir, "dtype", "\"fp16\"", "\"fp8\""), "unsupported dtype 'fp8'");
     /* valid knobs, but not a shape the kernel takes at this head_dim:
      * only the daemon knows the kernel's rule */
-    CASE("config for hdim", edited_table(a.dir, "cfg", "warps=4", "warps=1"), "config not valid at head_dim 128");
+    CASE("config for hdim", edited_table(a.dir, "cfg", "warps=4", "warps=1"), "not valid at head_dim 128 on Fleet GPU 0");
     CASE("gpu model", edited_table(a.dir, "gpu", "\"sm_count\":132", "\"sm_count\":99"),
          "not the fingerprint of the GPU described");
     CASE("kernel revision", edited_table(a.dir, "rev", "\"rev\":\"abc123\"", "\"rev\":\"\""), "'key.rev' must be");
@@ -376,7 +377,11 @@ TEST(sqlite_snapshot_and_csv_exports) {
     ASSERT_STREQ(x, y);
     free(x);
     free(y);
+    /* a shard label alone would pass the node's whole table off as the shard */
     cli(&r, "--socket", a.sock, "export", "--format", "csv", "--shard", "2/4", "-o", csv, NULL);
+    ASSERT_EQ(r.rc, 2);
+    ASSERT_CONTAINS(r.err, "--shard needs --job N");
+    cli(&r, "--socket", a.sock, "export", "--format", "csv", "-o", csv, NULL);
     ASSERT_EQ(r.rc, 0);
     cli(&r, "--socket", a.sock, "export", "--format", "csv", NULL);
     ASSERT_EQ(nlines(r.out), NKEYS + 1); /* to stdout: the same rows */
@@ -387,7 +392,7 @@ TEST(sqlite_snapshot_and_csv_exports) {
     ASSERT(strncmp(line, "kind,gpu,rev,dtype,hdim", 23) == 0);
     while (fgets(line, sizeof line, f)) {
         ASSERT_CONTAINS(line, ",\"Fleet GPU ");
-        ASSERT_CONTAINS(line, ",2/4\n");
+        ASSERT_CONTAINS(line, ",mma,"); /* knob names, as the config text has them */
         rows++;
     }
     fclose(f);
@@ -415,6 +420,263 @@ TEST(tune_shards_split_the_grid) {
         "--shard", "2/3", NULL);
     ASSERT_EQ(r.rc, 1);
     ASSERT_CONTAINS(r.err, "empty");
+    ASSERT_EQ(td_stop(&a, SIGTERM), 0);
+}
+
+
+/* ---- shards, strict imports over files, the table's identity ------------------- */
+
+/* Starts a daemon whose worker is the stand-in with a fake GPU, reporting
+ * TFLOP/s its times give. */
+static void start_with_fake_gpu(td *t) {
+    setenv("TT_FAKE_WORKER_MODE", "gpu", 1);
+    setenv("TT_FAKE_PLAUSIBLE", "1", 1);
+    const char *args[] = {"--worker", TT_DAEMON_TEST_DIR "/fake_worker.sh", NULL};
+    td_start(t, args);
+}
+
+/* The job number of a "job N queued: K keys" line and K. */
+static int64_t queued_job(const cli_result *r, int *keys) {
+    const char *j = strstr(r->out, "job ");
+    if (!j) TT_FAIL_AT("no job in '%s' ('%s')", r->out, r->err);
+    if (keys) *keys = atoi(strstr(r->out, "queued: ") + 8);
+    return atoll(j + 4);
+}
+
+static void wait_job_done(const td *t, int64_t job) {
+    char q[64];
+    snprintf(q, sizeof q, "JOB job=%lld", (long long)job);
+    long long until = td_now_ms() + 20000;
+    while (td_now_ms() < until) {
+        int fd = td_connect_ok(t);
+        int done = strstr(td_req(fd, q), "state=done") != NULL;
+        close(fd);
+        if (done) return;
+        usleep(50000);
+    }
+    TT_FAIL_AT("job %lld not done in 20 s", (long long)job);
+}
+
+static int count_in(const char *text, const char *what) {
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p++) n++;
+    return n;
+}
+
+static char *slurp_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    ASSERT(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+TEST(a_shard_export_holds_the_shards_keys_and_nothing_else) {
+    td a, b;
+    td_init(&a);
+    td_init(&b);
+    seed(a.db, NULL); /* the node's old winners: not part of any shard */
+    start_with_fake_gpu(&a);
+    td_start(&b, NULL);
+    cli_result r;
+    cli(&r, "--socket", a.sock, "tune", "--seqlen", "256,512,1024", "--hdim", "64,128", "--dtype", "fp16", "--causal",
+        "both", "--shard", "2/3", NULL);
+    int keys = 0;
+    int64_t job = queued_job(&r, &keys);
+    ASSERT_EQ(keys, 4); /* 12 keys over 3 shards */
+    wait_job_done(&a, job);
+    char f[400], jobtext[32];
+    snprintf(f, sizeof f, "%s/shard.json", a.dir);
+    snprintf(jobtext, sizeof jobtext, "%lld", (long long)job);
+    cli(&r, "--socket", a.sock, "export", "--shard", "2/3", "--job", jobtext, "-o", f, NULL);
+    if (r.rc) TT_FAIL_AT("export: %s", r.err);
+    char *text = slurp_file(f);
+    ASSERT_EQ(count_in(text, "{\"kind\":\"best\""), keys);
+    ASSERT_EQ(count_in(text, "\"shard\":\"2/3\""), keys + 1); /* each record and the header */
+    ASSERT(!strstr(text, "Fleet GPU"));
+    /* the stand-in's records are plausible: another node takes them all */
+    cli(&r, "--socket", b.sock, "import", "--strict", f, NULL);
+    if (r.rc) TT_FAIL_AT("import: %s", r.err);
+    ASSERT_CONTAINS(r.out, "added 4, replaced 0, kept 0, rejected 0");
+    ASSERT_EQ(td_stop(&a, SIGTERM), 0);
+    ASSERT_EQ(td_stop(&b, SIGTERM), 0);
+}
+
+TEST(strict_over_several_files_imports_none_when_the_daemon_refuses_one) {
+    td a;
+    td_init(&a);
+    td_start(&a, NULL);
+    char f1[400], f2[400];
+    snprintf(f1, sizeof f1, "%s/1.json", a.dir);
+    snprintf(f2, sizeof f2, "%s/2.json", a.dir);
+    tt_fleet_rec one[2] = {fu_rec(0, 1024, 64, fu_ms(1024, 300), "n"), fu_rec(0, 2048, 64, fu_ms(2048, 300), "n")};
+    /* a wgmma record on an sm_80 model: well-formed, plausible, and only
+     * the daemon's arch check refuses it */
+    tt_fleet_rec two[2] = {fu_rec(0, 4096, 64, fu_ms(4096, 300), "n"), fu_rec(0, 8192, 64, fu_ms(8192, 200), "n")};
+    tt_key k = two[1].rec.key;
+    ASSERT_OK(tt__config_default_arch(&k, 90, &two[1].rec.config));
+    two[1].gpu.cc_major = 8;
+    tt_gpu_fingerprint(two[1].gpu.name, 8, 0, two[1].gpu.sm_count, two[1].gpu.mem_bytes, two[1].gpu.fingerprint);
+    snprintf(two[1].rec.key.gpu, sizeof two[1].rec.key.gpu, "%s", two[1].gpu.fingerprint);
+    fu_write_table(f1, one, 2, "1/2");
+    fu_write_table(f2, two, 2, "2/2");
+    char *before = fu_db_content(a.db, 0);
+    cli_result r;
+    cli(&r, "--socket", a.sock, "import", "--strict", f1, f2, NULL);
+    ASSERT_EQ(r.rc, 1);
+    ASSERT_CONTAINS(r.err, "record 2: config family=wgmma");
+    ASSERT_CONTAINS(r.err, "(sm_80)");
+    ASSERT_CONTAINS(r.err, "nothing imported");
+    char *after = fu_db_content(a.db, 0);
+    ASSERT_STREQ(before, after); /* not even the good first file */
+    free(after);
+    /* without --strict: each file on its own, the bad record named */
+    cli(&r, "--socket", a.sock, "import", f1, f2, NULL);
+    ASSERT_EQ(r.rc, 1);
+    ASSERT_CONTAINS(r.out, "imported");
+    ASSERT_CONTAINS(r.out, "1.json (faster): added 2, replaced 0, kept 0, rejected 0");
+    ASSERT_CONTAINS(r.out, "2.json (faster): added 1, replaced 0, kept 0, rejected 1");
+    free(before);
+    ASSERT_EQ(td_stop(&a, SIGTERM), 0);
+}
+
+TEST(status_and_metrics_name_the_table_and_its_stale_keys) {
+    td a;
+    td_init(&a);
+    /* winners of the stand-in's GPU under an older kernel revision */
+    char fake[TT_ID_MAX];
+    td_fake_gpu(fake);
+    tt_store *s;
+    char err[256];
+    ASSERT_OK(tt_store_open(a.db, &s, err, sizeof err));
+    tt_fleet_rec old[2] = {fu_rec(0, 1024, 64, fu_ms(1024, 100), "a"), fu_rec(0, 2048, 64, fu_ms(2048, 100), "a")};
+    for (int i = 0; i < 2; i++) {
+        tt_fleet_rec *f = &old[i];
+        snprintf(f->gpu.name, sizeof f->gpu.name, "Fake GPU");
+        f->gpu.sm_count = 132;
+        f->gpu.mem_bytes = 1000000000LL;
+        snprintf(f->gpu.fingerprint, sizeof f->gpu.fingerprint, "%s", fake);
+        snprintf(f->rec.key.gpu, sizeof f->rec.key.gpu, "%s", fake);
+        ASSERT_OK(tt_store_put_gpu(s, &f->gpu));
+        ASSERT_OK(tt_store_put_rev(s, f->rec.key.rev, "old"));
+        ASSERT_OK(tt_store_put_best(s, &f->rec));
+    }
+    tt_store_close(s);
+    setenv("TT_FAKE_WORKER_MODE", "nogpu", 1); /* no GPU to tune with: the revision alone */
+    start_with_fake_gpu(&a);
+    setenv("TT_FAKE_WORKER_MODE", "gpu", 1);
+    int fd = td_connect_ok(&a);
+    /* nogpu still reports a revision, not a GPU: ask for the stand-in's */
+    char q[512], v[64];
+    snprintf(q, sizeof q, "LOOKUP gpu=%s dtype=fp16 hdim=128 seqlen_q=1024", fake);
+    long long until = td_now_ms() + 5000;
+    while (td_now_ms() < until && !strstr(td_req(fd, "STATUS"), "rev=00c0ffee")) usleep(20000);
+    const char *st = td_req(fd, "STATUS");
+    ASSERT_CONTAINS(st, "rev=00c0ffee");
+    ASSERT_CONTAINS(st, "last_import=0");
+    char table0[32];
+    td_field(st, "table", table0, sizeof table0);
+    ASSERT_EQ(strlen(table0), 16);
+    /* a lookup that finds only the stale winner says so */
+    ASSERT_CONTAINS(td_req(fd, q), "match=default");
+    ASSERT_CONTAINS(td_req(fd, q), " stale=1");
+    snprintf(q, sizeof q, "LOOKUP gpu=%s dtype=fp16 hdim=128 seqlen_q=4096", fake);
+    ASSERT(!strstr(td_req(fd, q), "stale="));
+    cli_result r;
+    cli(&r, "--socket", a.sock, "lookup", "--gpu", fake, "--dtype", "fp16", "--hdim", "128", "--seqlen", "1024", NULL);
+    ASSERT_CONTAINS(r.out, "tuned for another kernel revision only");
+    /* the export reports the checksum STATUS shows */
+    char f[400];
+    snprintf(f, sizeof f, "%s/t.json", a.dir);
+    cli(&r, "--socket", a.sock, "export", "--format", "jsonl", "-o", f, NULL);
+    if (r.rc) TT_FAIL_AT("export: %s", r.err);
+    char want[64];
+    snprintf(want, sizeof want, "(table %s)", table0);
+    ASSERT_CONTAINS(r.err, want);
+    /* an import changes the checksum and stamps the time */
+    char g[400];
+    snprintf(g, sizeof g, "%s/new.json", a.dir);
+    tt_fleet_rec more = fu_rec(1, 4096, 64, fu_ms(4096, 300), "b");
+    fu_write_table(g, &more, 1, NULL);
+    cli(&r, "--socket", a.sock, "import", g, NULL);
+    ASSERT_EQ(r.rc, 0);
+    st = td_req(fd, "STATUS");
+    ASSERT(strcmp(td_field(st, "table", v, sizeof v), table0) != 0);
+    ASSERT(atoll(td_field(st, "last_import", v, sizeof v)) > 1700000000LL);
+    close(fd);
+    ASSERT_EQ(td_stop(&a, SIGTERM), 0);
+}
+
+TEST(diff_matches_keys_across_revisions_and_exits_1_on_differences) {
+    char dir[64], fa[300], fb[300];
+    fu_tmpdir(dir, sizeof dir);
+    snprintf(fa, sizeof fa, "%s/a.json", dir);
+    snprintf(fb, sizeof fb, "%s/b.json", dir);
+    tt_fleet_rec a[2] = {fu_rec(0, 1024, 64, fu_ms(1024, 300), "n"), fu_rec(0, 2048, 64, fu_ms(2048, 300), "n")};
+    tt_fleet_rec b[2] = {a[0], a[1]};
+    for (int i = 0; i < 2; i++) snprintf(b[i].rec.key.rev, sizeof b[i].rec.key.rev, "def456"); /* an upgrade */
+    fu_write_table(fa, a, 2, NULL);
+    fu_write_table(fb, b, 2, NULL);
+    cli_result r;
+    cli(&r, "diff", fa, fb, NULL);
+    ASSERT_EQ(r.rc, 0);
+    ASSERT_CONTAINS(r.out, "2 keys: 2 same config, 0 differ, 0 only in A, 0 only in B");
+    ASSERT_CONTAINS(r.out, "abc123>def456");
+    cli(&r, "diff", "--by-rev", fa, fb, NULL);
+    ASSERT_EQ(r.rc, 1);
+    ASSERT_CONTAINS(r.out, "4 keys: 0 same config, 0 differ, 2 only in A, 2 only in B");
+    b[1].rec.config.block_n = 32;
+    fu_write_table(fb, b, 2, NULL);
+    cli(&r, "diff", fa, fb, NULL);
+    ASSERT_EQ(r.rc, 1);
+    ASSERT_CONTAINS(r.out, "mma,128,64,4,1,swizzle,0 -> mma,128,32,4,1,swizzle,0");
+}
+
+TEST(a_valid_header_over_junk_prints_a_few_reasons_then_a_count) {
+    char dir[64], f[300];
+    fu_tmpdir(dir, sizeof dir);
+    snprintf(f, sizeof f, "%s/junk.json", dir);
+    FILE *o = fopen(f, "w");
+    ASSERT(o);
+    fprintf(o, "{\"format\":\"tiletune-table\",\"version\":1,\"exported_at\":1}\n");
+    for (int i = 0; i < 5000; i++) fprintf(o, "junk %d\n", i);
+    fprintf(o, "{\"end\":\"tiletune-table\",\"records\":5000}\n");
+    fclose(o);
+    cli_result r;
+    cli(&r, "--socket", "/nonexistent", "import", f, NULL);
+    ASSERT_EQ(r.rc, 1);
+    ASSERT(count_in(r.err, "not valid JSON") <= 20);
+    ASSERT_CONTAINS(r.err, "... and 4980 more bad records");
+}
+
+TEST(tiletuned_help_names_import_among_the_admin_verbs) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "%s --help", TILETUNED);
+    FILE *p = popen(cmd, "r");
+    ASSERT(p);
+    static char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, p);
+    text[n] = '\0';
+    pclose(p);
+    ASSERT_CONTAINS(text, "TUNE, CANCEL, FORGET and IMPORT");
+}
+
+TEST(tune_stale_twice_queues_each_key_once) {
+    td a;
+    td_init(&a);
+    seed(a.db, NULL); /* winners of revision abc123: stale for the built-in one */
+    td_start(&a, NULL);
+    cli_result r;
+    cli(&r, "--socket", a.sock, "tune", "--stale", NULL);
+    if (r.rc) TT_FAIL_AT("%s", r.err);
+    int keys = 0;
+    queued_job(&r, &keys);
+    ASSERT_EQ(keys, NKEYS);
+    cli(&r, "--socket", a.sock, "tune", "--stale", NULL);
+    ASSERT_EQ(r.rc, 0); /* nothing to do is not a failure */
+    ASSERT_CONTAINS(r.out, "nothing to re-tune");
     ASSERT_EQ(td_stop(&a, SIGTERM), 0);
 }
 

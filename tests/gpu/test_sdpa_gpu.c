@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_api.h"
-#include "launch.h"
-#include "source.h"
+#include "kernels/cuda_api.h"
+#include "kernels/launch.h"
+#include "kernels/source.h"
 #include "tt_test.h"
-#include "variants.h"
+#include "kernels/variants.h"
 
 static const tt__cuda *cu;
 static tt__device dev;

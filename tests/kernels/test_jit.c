@@ -9,14 +9,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cubin_cache.h"
-#include "cubin_elf.h"
-#include "config.h"
-#include "cuda_api.h"
-#include "hash.h"
-#include "jit.h"
-#include "sdpa_params.h"
-#include "source.h"
+#include "kernels/cubin_cache.h"
+#include "kernels/cubin_elf.h"
+#include "common/config.h"
+#include "kernels/cuda_api.h"
+#include "common/hash.h"
+#include "kernels/jit.h"
+#include "kernels/sdpa_params.h"
+#include "kernels/source.h"
 #include "tt_test.h"
 
 static char tmpdir[256];

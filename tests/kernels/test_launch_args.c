@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda_api.h"
-#include "launch.h"
+#include "kernels/cuda_api.h"
+#include "kernels/launch.h"
 #include "tt_test.h"
 
 /* Well-formed arguments: [2, 8, 100, 64] Q, [2, 2, 130, 64] K/V in the

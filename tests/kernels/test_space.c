@@ -13,10 +13,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "cuda_api.h"
-#include "sdpa_params.h"
+#include "kernels/cuda_api.h"
+#include "kernels/sdpa_params.h"
 #include "tt_test.h"
-#include "variants.h"
+#include "kernels/variants.h"
 
 static double now_s(void) {
     struct timespec ts;

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jit.h"
-#include "source.h"
-#include "splitkv.h"
+#include "kernels/jit.h"
+#include "kernels/source.h"
+#include "kernels/splitkv.h"
 #include "tt_test.h"
-#include "variants.h"
+#include "kernels/variants.h"
 
 static tt_config skv(int bm, int bn, int w, int st, int qr, int split) {
     tt_config c;

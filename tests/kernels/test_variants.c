@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "key.h"
-#include "sdpa_params.h"
+#include "common/key.h"
+#include "kernels/sdpa_params.h"
 #include "tt_test.h"
-#include "variants.h"
+#include "kernels/variants.h"
 
 static tt_config cfg(int bm, int bn, int w, int st, int layout, int qr) {
     tt_config c;

@@ -10,10 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "hash.h"
-#include "key.h"
-#include "store.h"
+#include "common/config.h"
+#include "common/hash.h"
+#include "common/key.h"
+#include "tuner/store/store.h"
 #include "tt_test.h"
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -210,7 +210,7 @@ TEST(empty_files_are_initialized) {
     write_file(p, "", 0);
     tt_store *s = open_ok(p);
     tt_store_close(s);
-    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), 1);
+    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), TT_STORE_SCHEMA_VERSION);
     unlink(p);
 
     /* An SQLite file at version 0 with no schema (a migration from 0). */
@@ -218,7 +218,7 @@ TEST(empty_files_are_initialized) {
     ASSERT_EQ(raw_int(p, "PRAGMA user_version"), 0);
     s = open_ok(p);
     tt_store_close(s);
-    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), 1);
+    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), TT_STORE_SCHEMA_VERSION);
     ASSERT_EQ(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE name = 'job_key'"), 1);
     cleanup();
 }
@@ -243,7 +243,57 @@ TEST(concurrent_first_opens_migrate_once) {
         ASSERT_EQ(waitpid(kids[i], &st, 0), kids[i]);
         ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
-    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), 1);
+    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), TT_STORE_SCHEMA_VERSION);
+    cleanup();
+}
+
+/* The step that keeps driver/CUDA/NVRTC per record, from a version 1
+ * file: the node's own rows take the model's versions, an imported winner
+ * (no measurement) stays '' (not recorded), and new rows keep their own. */
+extern const char tt_schema_sql[];
+
+TEST(migration_keeps_versions_per_record) {
+    const char *p = fresh_path();
+    char sql[512];
+    raw_exec(p, tt_schema_sql);
+    snprintf(sql, sizeof sql,
+             "PRAGMA application_id = %d; PRAGMA user_version = 1;"
+             "INSERT INTO gpu VALUES ('%s', 'G', 9, 0, 132, 1, '580.1', '13.0', '13.0', 1, 1);"
+             "INSERT INTO kernel_rev VALUES ('%s', '', 1);",
+             TT_STORE_APPLICATION_ID, GPU_A, REV);
+    raw_exec(p, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO measurement (id, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads,"
+             " family, block_m, block_n, warps, stages, layout, q_in_regs, time_ms, measured_at, status)"
+             " VALUES (1, '%s', '%s', 'fp16', 128, 0, 1024, 1024, 4, 16, 0, 128, 64, 4, 2, 1, 0, 1.0, 1, 'ok');",
+             GPU_A, REV);
+    raw_exec(p, sql);
+    for (int own = 0; own < 2; own++) {
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO best (gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads, family,"
+                 " block_m, block_n, warps, stages, layout, q_in_regs, time_ms, measured_at, measurement_id)"
+                 " VALUES ('%s', '%s', 'fp16', 128, 0, %d, %d, 4, 16, 0, 128, 64, 4, 2, 1, 0, 1.0, 1, %s);",
+                 GPU_A, REV, own ? 1024 : 2048, own ? 1024 : 2048, own ? "1" : "NULL");
+        raw_exec(p, sql);
+    }
+    tt_store *s = open_ok(p);
+    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), TT_STORE_SCHEMA_VERSION);
+    tt_record r;
+    tt_key k = key_of(GPU_A, 1024);
+    k.causal = 0;
+    ASSERT_OK(tt_store_get_best(s, &k, &r));
+    ASSERT_STREQ(r.driver, "580.1");
+    ASSERT_STREQ(r.cuda, "13.0");
+    k.seqlen_q = k.seqlen_k = 2048;
+    ASSERT_OK(tt_store_get_best(s, &k, &r));
+    ASSERT_STREQ(r.driver, "");
+    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM measurement WHERE driver = '580.1'"), 1);
+    /* a new winner keeps its own versions, whatever the model row says */
+    snprintf(r.driver, sizeof r.driver, "590.48.01");
+    ASSERT_OK(tt_store_put_best(s, &r));
+    ASSERT_OK(tt_store_get_best(s, &k, &r));
+    ASSERT_STREQ(r.driver, "590.48.01");
+    tt_store_close(s);
     cleanup();
 }
 

@@ -4,8 +4,9 @@
 # DIR is <build>/systemd: the units configured for installation, and
 # verify/ with the same units pointing at the built daemon (it exists only
 # when the tiletuned target does).
-#   units:  the hardening and paths the service must keep (issue 2,
-#           docs/operations.md), and the sysusers.d/tmpfiles.d files applied
+#   units:  the hardening and paths the service must keep
+#           (docs/operations.md), the configuration, reload and metrics
+#           timer settings, and the sysusers.d/tmpfiles.d files applied
 #           to a scratch root (as root only: tmpfiles must chown).
 #   verify: `systemd-analyze verify` on the generated units: no error and
 #           no warning about our units.
@@ -64,8 +65,22 @@ check_units() {
     has "$dir/tiletune.sysusers" 'g tiletune-admin -'
     grep -qE '^d /run/tiletune 0755 tiletune tiletune' "$dir/tiletune.tmpfiles" ||
         fail "tmpfiles.d does not create /run/tiletune"
-    grep -qE -- '--admin-group tiletune-admin( |$)' "$svc" ||
-        fail "the service does not pass the sysusers admin group"
+    # the admin group comes from the configuration file, so that a reload
+    # can change it: the unit must not pin it
+    lacks "$svc" '^ExecStart=.*--admin-group'
+    grep -qxE 'admin-group = tiletune-admin' "$dir/tiletuned.conf" ||
+        fail "tiletuned.conf does not name the sysusers admin group"
+    has "$svc" "EnvironmentFile=-/etc/default/tiletuned"
+    has "$svc" 'ExecReload=/bin/kill -HUP $MAINPID'
+    grep -qE '^ExecStart=.* \$TILETUNED_OPTS$' "$svc" || fail "ExecStart does not take \$TILETUNED_OPTS"
+    local m=$dir/tiletune-metrics.service t=$dir/tiletune-metrics.timer
+    has "$m" "Type=oneshot"
+    grep -qE '^ExecStart=/[^ ]*/tiletune stats --prom --output /[^ ]+/tiletune\.prom$' "$m" ||
+        fail "tiletune-metrics.service must write tiletune.prom with 'stats --prom --output'"
+    has "$m" "ProtectSystem=strict"
+    has "$m" "RestrictAddressFamilies=AF_UNIX"
+    grep -qE '^OnUnitActiveSec=[0-9]+s$' "$t" || fail "the metrics timer does not repeat"
+    has "$t" "WantedBy=timers.target"
 
     if [[ $(id -u) != 0 ]]; then
         echo "sysusers/tmpfiles: not applied (needs root to chown)"
@@ -102,16 +117,23 @@ check_verify() {
          <(sed 's/^ExecStart=[^ ]*/ExecStart=X/' "$dir/verify/tiletuned.service") ||
         fail "verify/tiletuned.service differs from tiletuned.service beyond ExecStart's path"
     cmp -s "$sock" "$dir/verify/tiletuned.socket" || fail "verify/tiletuned.socket differs"
+    local extra=()
+    if [[ -f $dir/verify/tiletune-metrics.service ]]; then
+        diff <(sed 's/^ExecStart=[^ ]*/ExecStart=X/' "$dir/tiletune-metrics.service") \
+             <(sed 's/^ExecStart=[^ ]*/ExecStart=X/' "$dir/verify/tiletune-metrics.service") ||
+            fail "verify/tiletune-metrics.service differs beyond ExecStart's path"
+        extra=(./tiletune-metrics.service ./tiletune-metrics.timer)
+    fi
 
     local out rc=0
     cd "$dir/verify"
     out=$(SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no \
-              ./tiletuned.socket ./tiletuned.service 2>&1) || rc=$?
+              ./tiletuned.socket ./tiletuned.service "${extra[@]}" 2>&1) || rc=$?
     [[ -z $out ]] || printf '%s\n' "$out"
     ((rc == 0)) || fail "systemd-analyze verify exited $rc"
     # Warnings about the host's own units are not ours to fix.
     ! grep -q 'tiletune' <<<"$out" || fail "systemd-analyze verify warned about our units"
-    echo "systemd-analyze verify: tiletuned.socket and tiletuned.service are clean"
+    echo "systemd-analyze verify: tiletuned.socket, tiletuned.service ${extra[*]} are clean"
 }
 
 case $mode in

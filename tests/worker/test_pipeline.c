@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
-#include "store.h"
+#include "tuner/store/store.h"
 #include "tt_test.h"
 
 #define FAKE TT_DAEMON_TEST_DIR "/fake_worker.sh"

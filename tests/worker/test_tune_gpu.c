@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "harness.h"
-#include "store.h"
+#include "tuner/store/store.h"
 #include "tt_test.h"
 
 #define OOB_CFG "family=mma,block_m=64,block_n=32,warps=4,stages=1,layout=pad,q_in_regs=0"

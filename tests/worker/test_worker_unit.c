@@ -7,10 +7,10 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "cuda_api.h"
+#include "kernels/cuda_api.h"
 #include "tt_test.h"
-#include "worker_gpu.h"
-#include "worker_search.h"
+#include "tuner/worker/gpu.h"
+#include "tuner/worker/search.h"
 
 #define NEAR(a, b, eps) ASSERT(fabs((double)(a) - (double)(b)) <= (eps))
 

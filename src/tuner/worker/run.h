@@ -1,0 +1,137 @@
+/*
+ * tiletune-worker's pieces share one key's measurement state: the open GPU
+ * (gpu.c), the compile pool (pool.c), the candidates' checks and timings
+ * (measure.c), the search over them (tune.c) and the lines to the daemon
+ * (report.c). Private to src/tuner/worker/.
+ */
+#ifndef TT_TUNER_WORKER_RUN_H
+#define TT_TUNER_WORKER_RUN_H
+
+#include <pthread.h>
+
+#include "kernels/cuda_api.h"
+#include "kernels/jit.h"
+#include "kernels/launch.h"
+#include "kernels/source.h"
+#include "kernels/variants.h"
+#include "tuner/worker/gpu.h"
+#include "tuner/worker/nvml.h"
+#include "tuner/worker/search.h"
+
+#define MAX_REPS 200
+#define MIN_REPS 10
+#define CHECK_THREADS 256
+#define MAX_ROTATE 8
+
+/* Tolerances of ||O - O_ref|| / ||O_ref|| against the fp32 reference (whose
+ * own output is rounded to the dtype): twice those the GPU tests hold the
+ * kernel to against float64, so only a real bug fails. LSE absolute. */
+#define TOL_FP16 4e-3
+#define TOL_BF16 3e-2
+#define TOL_LSE 2e-3
+
+struct tt_worker {
+    tt_worker_opts o;
+    const tt__cuda *cu;
+    tt__device dev;
+    int has_dev;
+    CUstream stream;
+    CUevent ev[MAX_REPS + 1];
+    int nev;
+    CUmodule chk;
+    CUfunction f_fill, f_bad, f_diff, f_lse;
+    CUdeviceptr scratch;
+    tt_nvml *nvml;
+    const tt__source *src, *ref;
+    int l2_bytes;
+};
+
+/* How a wait on the stream ended (tt__wk_wait_stream). */
+enum { WAIT_OK = 0, WAIT_TIMEOUT = 1, WAIT_FAULT = 2 };
+/* How a candidate's check or timing ended. */
+enum { RUN_OK = 0, RUN_WRONG, RUN_SKIP, RUN_DEAD };
+/* A candidate's compile, as the pool left it. */
+enum { C_PENDING = 0, C_OK, C_COMPILE_ERROR, C_INVALID };
+
+typedef struct cand {
+    tt__variant v;
+    int state;
+    tt__cubin *cubin;
+    char why[256];
+    tt__kernel *k;
+    int out;       /* 1: reported (RESULT sent), no longer timed */
+    int live;      /* checked and still in the search: timed by time_interleaved */
+    tt_wstats st;  /* the latest timing pass */
+    double t1_ms;  /* the checked launch, for the repetition count */
+    double rel, lse_err;
+    /* The current timing pass, gathered over its interleaved slices: */
+    float t[MAX_REPS]; /* per-launch times */
+    int nt, want;      /* launches so far, launches in all */
+    int nt_slice;      /* nt when the current slice began (a busy slice is re-taken) */
+    int busy;          /* a slice stayed busy after its re-takes */
+    tt_nvml_sample cond; /* NVML right after the candidate's part of the last slice */
+} cand;
+
+typedef struct pool {
+    tt_worker *w;
+    cand *c;
+    int n, next;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t tid[64];
+    int nthreads;
+} pool;
+
+typedef struct keyrun {
+    tt_worker *w;
+    const tt_wtask *t;
+    tt_wemit emit;
+    void *ud;
+    int32_t B, H, D;
+    int64_t Lq, Lk;
+    int bf16;
+    long long nq, nk, nlse;
+    int nrot;                       /* input sets rotated through while timing */
+    CUdeviceptr q[MAX_ROTATE], k[MAX_ROTATE], v[MAX_ROTATE], o, lse, oref, lseref;
+    int nplanes;
+    long long plane_q[2], plane_lse[2]; /* element offsets of the checked (batch, head) planes */
+    char err[512];
+    tt__cubin *refcb; /* the reference, compiled before the pool starts */
+} keyrun;
+
+/* gpu.c: the device */
+double tt__wk_now_ms(void);
+void tt__wk_sleep_ms(double ms);
+/* Waits for the stream with a deadline: WAIT_OK, WAIT_TIMEOUT or
+ * WAIT_FAULT (the context is now unusable). */
+int tt__wk_wait_stream(tt_worker *w, double limit_ms, char *err, size_t errlen);
+/* Launches one of the helper kernels (check.cu) over n elements. */
+CUresult tt__wk_launch_helper(tt_worker *w, CUfunction f, long long n, void **args);
+/* Loads the helper kernels once per worker. */
+int tt__wk_load_check(tt_worker *w, char *err, size_t errlen);
+
+/* pool.c: compiles the candidates p->c[0..n) on CPU threads, in order. */
+void tt__wk_pool_start(pool *p);
+/* Waits for candidate i's compile: its C_* state. */
+int tt__wk_pool_wait(pool *p, int i);
+void tt__wk_pool_stop(pool *p);
+
+/* measure.c: inputs, the reference, one candidate's check and timing */
+int tt__wk_alloc_bufs(keyrun *r);
+void tt__wk_free_bufs(keyrun *r);
+int tt__wk_compile_reference(keyrun *r);
+int tt__wk_run_reference(keyrun *r);
+/* Loads, poisons, runs once and checks c against the reference: RUN_*. */
+int tt__wk_check(keyrun *r, cand *c);
+/* Appends `reps` timed launches to c->t: RUN_*. */
+int tt__wk_time_part(keyrun *r, cand *c, int reps);
+
+/* report.c: the lines to the daemon (docs/worker-protocol.md) */
+void tt__wk_emitf(tt_wemit emit, void *ud, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void tt__wk_say_try(keyrun *r, const cand *c);
+void tt__wk_say_status(keyrun *r, const cand *c, const char *status, const char *extra);
+/* A timed candidate's RESULT (status ok or skipped); marks it reported. */
+void tt__wk_say_timed(keyrun *r, cand *c, const char *status);
+void tt__wk_say_ok(keyrun *r, cand *c);
+
+#endif

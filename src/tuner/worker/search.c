@@ -1,0 +1,87 @@
+#include "tuner/worker/search.h"
+
+#include <stdlib.h>
+
+#include "common/key.h"
+#include "tiletune.h"
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The value at quantile q of sorted t[0..n) (linear interpolation). */
+static double quantile(const float *t, int n, double q) {
+    double pos = q * (n - 1);
+    int lo = (int)pos;
+    if (lo >= n - 1) return t[n - 1];
+    double f = pos - lo;
+    return t[lo] * (1 - f) + t[lo + 1] * f;
+}
+
+int tt_wstats_of(float *t, int n, tt_wstats *out) {
+    if (!t || n < 1 || !out) return TT_ERR_INVAL;
+    qsort(t, (size_t)n, sizeof *t, cmp_float);
+    tt_wstats s;
+    s.median_ms = quantile(t, n, 0.5);
+    s.min_ms = t[0];
+    s.spread = s.median_ms > 0 ? (quantile(t, n, 0.8) - quantile(t, n, 0.2)) / s.median_ms : 0;
+    s.reps = n;
+    *out = s;
+    return 0;
+}
+
+double tt_wtflops(int64_t batch, int64_t heads, int64_t lq, int64_t lk, int64_t d, int causal,
+                  double ms) {
+    if (ms <= 0) return 0;
+    return tt__sdpa_flops(batch, heads, lq, lk, d, causal) / (ms * 1e-3) / 1e12;
+}
+
+void tt_wproblem(int64_t seqlen_q, int32_t head_dim, int32_t job_batch, int32_t job_heads,
+                 int32_t *batch, int32_t *heads) {
+    int64_t b = seqlen_q > 0 ? 16384 / seqlen_q : 1;
+    int32_t h = head_dim > 0 ? 2048 / head_dim : 1;
+    *batch = job_batch > 0 ? job_batch : (int32_t)(b < 1 ? 1 : b);
+    *heads = job_heads > 0 ? job_heads : (h < 1 ? 1 : h);
+}
+
+int tt_wreps(double t1_ms, double budget_ms, int min_reps, int max_reps) {
+    if (t1_ms <= 0) return max_reps;
+    double r = budget_ms / t1_ms;
+    if (r < min_reps) return min_reps;
+    if (r > max_reps) return max_reps;
+    return (int)r;
+}
+
+int tt_whalve(const double *median, int n, double tie, double cut, int *keep) {
+    int live = 0;
+    double best = -1;
+    for (int i = 0; i < n; i++) {
+        keep[i] = 0;
+        if (median[i] < 0) continue;
+        live++;
+        if (best < 0 || median[i] < best) best = median[i];
+    }
+    if (live == 0) return 0;
+    int want = (live + 1) / 2, kept = 0;
+    for (int i = 0; i < n; i++) {
+        if (median[i] < 0) continue;
+        /* rank: how many live ones are strictly faster (ties share a rank) */
+        int faster = 0;
+        for (int j = 0; j < n; j++)
+            if (median[j] >= 0 && median[j] < median[i]) faster++;
+        int in_half = faster < want && (cut <= 0 || median[i] <= best * (1 + cut));
+        if (in_half || faster < 2 || median[i] <= best * (1 + tie)) {
+            keep[i] = 1;
+            kept++;
+        }
+    }
+    return kept;
+}
+
+int tt_wslice(int total, int slices, int s) {
+    if (slices < 1) slices = 1;
+    if (s < 0 || s >= slices) return 0;
+    if (total < slices) total = slices;
+    return total / slices + (s < total % slices);
+}
