@@ -27,7 +27,8 @@ from ._lib import (HEAD_DIMS, TT_DTYPE_BF16, TT_DTYPE_FP16, TT_ID_MAX, TT_CONFIG
 
 __all__ = ["__version__", "sdpa", "attention", "AttentionCounts", "lookup", "Lookup", "stats",
            "flush", "variants", "default_config", "parse_config", "format_config", "config_text",
-           "revision", "library_path", "socket_path", "TileTuneError", "torch_available"]
+           "revision", "library_path", "socket_path", "TileTuneError", "torch_available",
+           "flash_attn_with_kvcache", "flash_attn_varlen_func"]
 
 try:
     import torch as _torch  # noqa: F401
@@ -79,9 +80,5 @@ def flush():
         flush_client()
 
 
-# Functions that other modules of this package add (paged and varlen
-# attention) when they are installed.
-try:
-    from . import inference  # noqa: F401
-except ImportError:
-    pass
+# Paged and varlen attention in flash-attn's terms (inference.py).
+from .inference import flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: E402,F401

@@ -14,6 +14,10 @@ TEST(exports_only_the_public_api) {
     for (size_t i = 0; i < sizeof pub / sizeof pub[0]; i++) {
         if (!dlvsym(h, pub[i], "TILETUNE_0.1")) TT_FAIL_AT("%s is not exported as TILETUNE_0.1", pub[i]);
     }
+    const char *added[] = {"tt_sdpa_fwd_kvcache", "tt_sdpa_fwd_kvcache_workspace", "tt_sdpa_fwd_varlen",
+                           "tt_sdpa_fwd_varlen_workspace"};
+    for (size_t i = 0; i < sizeof added / sizeof added[0]; i++)
+        if (!dlvsym(h, added[i], "TILETUNE_0.2")) TT_FAIL_AT("%s is not exported as TILETUNE_0.2", added[i]);
     const char *internal[] = {"tt__proto_parse", "tt__cache_get", "tt__conn_open", "tt__key_check",
                               "tt__lookup_default", "tt__client_set_backoff"};
     for (size_t i = 0; i < sizeof internal / sizeof internal[0]; i++)
