@@ -54,9 +54,19 @@ extern const unsigned long tt_schema_sql_len;
     "UPDATE best SET (driver, cuda, nvrtc) = (SELECT g.driver, g.cuda, g.nvrtc FROM gpu g"        \
     " WHERE g.fingerprint = best.gpu) WHERE measurement_id IS NOT NULL;"
 
+/* The knob split_ctas (splitkv's split target, knobs.def): a column of
+ * measurement and best at its neutral value 0, which every record of the
+ * families before it means (they do not read it). Self-contained: it
+ * needs only version 1's tables, so it can run at any position after
+ * step 1. */
+#define MIGRATE_KNOB_SPLIT_CTAS                                                  \
+    "ALTER TABLE measurement ADD COLUMN split_ctas INTEGER NOT NULL DEFAULT 0;" \
+    "ALTER TABLE best ADD COLUMN split_ctas INTEGER NOT NULL DEFAULT 0;"
+
 static const char *const migrations[] = {
     NULL, /* 0 -> 1: db/schema.sql */
     MIGRATE_RECORD_VERSIONS,
+    MIGRATE_KNOB_SPLIT_CTAS, /* 2 -> 3 */
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == TT_STORE_SCHEMA_VERSION,
                "one migration step per schema version");
