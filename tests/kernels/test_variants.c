@@ -303,6 +303,10 @@ TEST(family_table_is_consistent) {
         ASSERT(f->files[0].name && f->files[0].text && *f->files[0].len > 0);
         ASSERT(f->check && f->registers && f->register_budget && f->smem_bytes && f->threads);
         ASSERT(f->arch_min >= 80 && f->arch_min <= f->arch_max && f->arch_suffix);
+        /* a host-only knob is one the family reads; a second entry is for
+         * its own launch path */
+        ASSERT_EQ(f->host_knobs & ~f->reads, 0u);
+        ASSERT(!f->entry2 || f->launch);
         /* A family with no default table of its own (ws, not yet a
          * default) runs where another family's table answers. */
         if (!f->defaults[0].lookup) {
