@@ -116,10 +116,20 @@ TT_EXPORT int tt_config_equal(const tt_config *a, const tt_config *b);
 
 #define TT_ID_MAX 33 /* a GPU fingerprint or kernel revision: 32 hex + NUL */
 
+/* Causal masks (tt_key.causal, tt_sdpa_args.causal). Top-left is
+ * PyTorch's is_causal: query i sees keys j <= i. Bottom-right is
+ * flash-attn's: query i sees keys j <= i + seqlen_k - seqlen_q (decode with
+ * several query tokens, chunked prefill). They agree when the seqlens do. */
+#define TT_CAUSAL_NONE 0
+#define TT_CAUSAL_TOP_LEFT 1
+#define TT_CAUSAL_BOTTOM_RIGHT 2
+
+/* The released key: its GQA group is 1 (heads_q == heads_kv). New code
+ * uses tt_key_v2 and the _v2 functions. */
 typedef struct tt_key {
     tt_dtype dtype;
     int32_t head_dim; /* 32, 64, 96, 128 or 256 */
-    int32_t causal;   /* 0 none, 1 top-left, 2 bottom-right (tt_sdpa_args) */
+    int32_t causal;   /* TT_CAUSAL_*: 0 none, 1 top-left, 2 bottom-right (tt_sdpa_args) */
     int64_t seqlen_q; /* >= 1 */
     int64_t seqlen_k; /* >= 1 */
     /* GPU fingerprint (hex); "" = the daemon's own GPU. */
@@ -128,9 +138,28 @@ typedef struct tt_key {
     char rev[TT_ID_MAX];
 } tt_key;
 
+/*
+ * A key with its GQA group: the query heads that share one K/V head
+ * (heads_q / heads_kv). Kernels that pack a group's query rows into one
+ * tile run decode and short queries fastest at a schedule that depends on
+ * it, so it is part of what is tuned (docs/tuning.md). The fields up to
+ * rev are tt_key's, in its order. Zero it before filling it in.
+ */
+typedef struct tt_key_v2 {
+    tt_dtype dtype;
+    int32_t head_dim;
+    int32_t causal;
+    int64_t seqlen_q;
+    int64_t seqlen_k;
+    char gpu[TT_ID_MAX];
+    char rev[TT_ID_MAX];
+    int32_t group;       /* 1..256; 0 reads as 1 */
+    int32_t reserved[7]; /* must be 0 */
+} tt_key_v2;
+
 typedef enum tt_match {
     TT_MATCH_EXACT = 0,   /* tuned for this very key */
-    TT_MATCH_NEAREST = 1, /* tuned for the nearest seqlen (log space) */
+    TT_MATCH_NEAREST = 1, /* tuned for the nearest key of the same regime */
     TT_MATCH_DEFAULT = 2, /* nothing tuned: the built-in default */
 } tt_match;
 
@@ -140,7 +169,9 @@ typedef struct tt_lookup_result {
     double tflops;       /* measured TFLOP/s of the record; 0 if none */
     int64_t seqlen_q;    /* the key the record was tuned for */
     int64_t seqlen_k;
-    int64_t reserved[4];
+    int32_t group;       /* its GQA group (0 from a daemon before groups: 1) */
+    int32_t reserved32;
+    int64_t reserved[3];
 } tt_lookup_result;
 
 /* The name of a match kind: "exact", "nearest", "default". */
@@ -148,6 +179,7 @@ TT_EXPORT const char *tt_match_name(tt_match m);
 
 /* The built-in default config for a key (no daemon involved). */
 TT_EXPORT int tt_config_default(const tt_key *key, tt_config *out);
+TT_EXPORT int tt_config_default_v2(const tt_key_v2 *key, tt_config *out);
 
 /* ---- the client ----------------------------------------------------------- */
 
@@ -168,6 +200,8 @@ TT_EXPORT void tt_client_close(tt_client *c);
  * daemon could not be asked, or a negative code for an invalid key.
  */
 TT_EXPORT int tt_lookup(tt_client *c, const tt_key *key, tt_lookup_result *out);
+/* The same for a key with its GQA group; tt_lookup asks for group 1. */
+TT_EXPORT int tt_lookup_v2(tt_client *c, const tt_key_v2 *key, tt_lookup_result *out);
 
 /* Counters of one client since it was opened (cheap to read, approximate
  * while other threads are looking up). lookups = cache_hits +

@@ -74,7 +74,7 @@ static int cmd_seed(const char *db) {
                     r.key.seqlen_q = r.key.seqlen_k = tuned_seqlens[i];
                     strcpy(r.key.gpu, BENCH_GPU);
                     strcpy(r.key.rev, BENCH_REV);
-                    tt_config_default(&r.key, &r.config);
+                    tt_config_default_v2(&r.key, &r.config);
                     r.batch = 4;
                     r.heads = 16;
                     r.time_ms = 1.0;

@@ -98,8 +98,11 @@ class Package(unittest.TestCase):
         self.assertEqual(ctypes.sizeof(tiletune._Args), 40 + 160 + 16 + 16 + 64)
         from tiletune import _lib
         self.assertEqual(ctypes.sizeof(_lib._Stats), 16 * 8)
-        # tt_lookup_result: config, match + pad, tflops, 2 seqlens, 4 reserved
-        self.assertEqual(ctypes.sizeof(_lib._LookupResult), 64 + 8 + 8 + 16 + 32)
+        # tt_lookup_result: config, match + pad, tflops, 2 seqlens, group + 4 reserved, 3 reserved
+        self.assertEqual(ctypes.sizeof(_lib._LookupResult), 64 + 8 + 8 + 16 + 8 + 24)
+        # tt_key_v2: tt_key's 98 bytes, pad to 4, group, 7 reserved, pad to 8
+        self.assertEqual(ctypes.sizeof(_lib._KeyV2), 136)
+        self.assertEqual(_lib._KeyV2.group.offset, 100)
 
 
 class Configs(unittest.TestCase):
@@ -121,6 +124,19 @@ class Configs(unittest.TestCase):
             tiletune.config_text({"blockm": 64}, 64, "fp16")
         with self.assertRaises(TypeError):
             tiletune.config_text(3, 64, "fp16")
+
+    def test_causal_takes_three_alignments(self):
+        top = tiletune.default_config(128, "bf16", causal=True, seqlen_q=8, seqlen_k=4096)
+        self.assertEqual(tiletune.default_config(128, "bf16", causal=1, seqlen_q=8, seqlen_k=4096), top)
+        self.assertEqual(tiletune.default_config(128, "bf16", causal="top_left", seqlen_q=8, seqlen_k=4096), top)
+        # both alignments take the causal default row
+        self.assertEqual(tiletune.default_config(128, "bf16", causal="bottom_right", seqlen_q=8,
+                                                 seqlen_k=4096), top)
+        self.assertEqual(tiletune.default_config(128, "bf16", causal=tiletune.CAUSAL_BOTTOM_RIGHT, seqlen_q=8,
+                                                 seqlen_k=4096), top)
+        for bad in (3, -1, "bottom-right", 1.5):
+            with self.assertRaises(ValueError):
+                tiletune.default_config(128, "bf16", causal=bad, seqlen_q=8)
 
     def test_bad_configs(self):
         with self.assertRaises(ValueError):
@@ -223,6 +239,10 @@ class LookupWithDaemon(unittest.TestCase):
             assert s["daemon_answers"] == 3 and s["cache_hits"] == 10, s
             assert s["connects"] == 1 and s["fallbacks"] == 0 and s["last_failure"] is None, s
             assert s["lookups"] == 13, s
+            # a decode key with its GQA group: its own regime, nothing tuned there
+            d8 = tiletune.lookup(128, "fp16", causal="bottom_right", seqlen_q=8, seqlen_k=32768, gpu=g,
+                                 rev=rev, group=8)
+            assert d8.match == "default" and d8.group == 8 and not d8.fallback, d8
             print("OK")
         """, {"TILETUNE_SOCKET": self.sock})
         self.assertIn("OK", r.stdout)

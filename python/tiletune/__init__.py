@@ -19,7 +19,7 @@ path. TILETUNE_LOG=1 prints, once per key, which config ran and why.
 """
 
 from ._version import __version__
-from ._lib import (HEAD_DIMS, TT_DTYPE_BF16, TT_DTYPE_FP16, TT_ID_MAX, TT_CONFIG_TEXT_MAX,  # noqa: F401
+from ._lib import (CAUSAL_BOTTOM_RIGHT, CAUSAL_NONE, CAUSAL_TOP_LEFT, HEAD_DIMS, TT_DTYPE_BF16, TT_DTYPE_FP16, TT_ID_MAX, TT_CONFIG_TEXT_MAX,  # noqa: F401
                    _ERR_INVAL, _ERR_NOGPU, _ERR_RANGE, _ERR_UNSUPPORTED, Lookup, TileTuneError,
                    _Args, _Config, _config_struct, _current_device, _device_index, _dtype_code, _Key,
                    _key, _load, _parse, _raise, client_stats, config_text, default_config, format_config, library_path,
@@ -28,6 +28,7 @@ from ._lib import (HEAD_DIMS, TT_DTYPE_BF16, TT_DTYPE_FP16, TT_ID_MAX, TT_CONFIG
 __all__ = ["__version__", "sdpa", "attention", "AttentionCounts", "lookup", "Lookup", "stats",
            "flush", "variants", "default_config", "parse_config", "format_config", "config_text",
            "revision", "library_path", "socket_path", "TileTuneError", "torch_available",
+           "CAUSAL_NONE", "CAUSAL_TOP_LEFT", "CAUSAL_BOTTOM_RIGHT",
            "flash_attn_with_kvcache", "flash_attn_varlen_func"]
 
 try:

@@ -37,10 +37,16 @@ class _Key(ctypes.Structure):
                 ("rev", ctypes.c_char * TT_ID_MAX)]
 
 
+class _KeyV2(ctypes.Structure):
+    """tt_key_v2: tt_key's fields, then the GQA group."""
+    _fields_ = _Key._fields_ + [("group", ctypes.c_int32), ("reserved", ctypes.c_int32 * 7)]
+
+
 class _LookupResult(ctypes.Structure):
     _fields_ = [("config", _Config), ("match", ctypes.c_int32), ("tflops", ctypes.c_double),
                 ("seqlen_q", ctypes.c_int64), ("seqlen_k", ctypes.c_int64),
-                ("reserved", ctypes.c_int64 * 4)]
+                ("group", ctypes.c_int32), ("reserved32", ctypes.c_int32),
+                ("reserved", ctypes.c_int64 * 3)]
 
 
 class _Stats(ctypes.Structure):
@@ -137,6 +143,7 @@ def _declare(lib):
         "tt_client_open": ([ctypes.c_char_p, ctypes.c_int, P(ctypes.c_void_p)], ctypes.c_int),
         "tt_client_close": ([ctypes.c_void_p], None),
         "tt_lookup": ([ctypes.c_void_p, P(_Key), P(_LookupResult)], ctypes.c_int),
+        "tt_lookup_v2": ([ctypes.c_void_p, P(_KeyV2), P(_LookupResult)], ctypes.c_int),
         "tt_client_get_stats": ([ctypes.c_void_p, P(_Stats)], ctypes.c_int),
         "tt_client_flush": ([ctypes.c_void_p], None),
     }
@@ -183,11 +190,33 @@ def _dtype_code(dtype):
     raise TypeError(f"unsupported dtype {name}: tiletune takes torch.float16 or torch.bfloat16")
 
 
-def _key(head_dim, dtype, causal, seqlen_q, seqlen_k, gpu="", rev=""):
-    key = _Key()
+CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
+_CAUSAL_NAMES = {"none": 0, "top_left": 1, "bottom_right": 2}
+
+
+def _causal_code(causal):
+    """False/True (True: PyTorch's is_causal, top-left), 0/1/2, or "none",
+    "top_left", "bottom_right" (flash-attn's: query i sees keys
+    j <= i + seqlen_k - seqlen_q)."""
+    if isinstance(causal, str):
+        if causal not in _CAUSAL_NAMES:
+            raise ValueError(f"causal must be one of {sorted(_CAUSAL_NAMES)}, not {causal!r}")
+        return _CAUSAL_NAMES[causal]
+    if isinstance(causal, bool) or causal is None:
+        return 1 if causal else 0
+    if causal in (0, 1, 2):
+        return int(causal)
+    raise ValueError(f"causal must be False, True, 0, 1, 2 or a name, not {causal!r}")
+
+
+def _key(head_dim, dtype, causal, seqlen_q, seqlen_k, gpu="", rev="", group=None):
+    """A tt_key, or with a group a tt_key_v2."""
+    key = _Key() if group is None else _KeyV2()
+    if group is not None:
+        key.group = int(group)
     key.dtype = _dtype_code(dtype)
     key.head_dim = int(head_dim)
-    key.causal = 1 if causal else 0
+    key.causal = _causal_code(causal)
     key.seqlen_q = int(seqlen_q)
     key.seqlen_k = int(seqlen_k if seqlen_k is not None else seqlen_q)
     key.gpu = gpu.encode()
@@ -375,6 +404,7 @@ class Lookup(NamedTuple):
     seqlen_k: int
     fallback: bool  # True: the daemon could not be asked; config is the built-in default
     reason: str     # in words: the daemon's answer, or why there was none
+    group: int = 1  # the GQA group the record was tuned for
 
 
 def _fallback_reason(stats):
@@ -389,7 +419,8 @@ def _lookup_key(key):
     the library refuses."""
     lib = _load()
     res = _LookupResult()
-    rc = lib.tt_lookup(_client(), ctypes.byref(key), ctypes.byref(res))
+    fn = lib.tt_lookup_v2 if isinstance(key, _KeyV2) else lib.tt_lookup
+    rc = fn(_client(), ctypes.byref(key), ctypes.byref(res))
     if rc < 0:
         _raise(rc, None, "lookup")
     match = _MATCH_NAMES[res.match] if 0 <= res.match < 3 else str(res.match)
@@ -400,20 +431,22 @@ def _lookup_key(key):
         reason = f"nothing tuned for this key at the daemon at {socket_path()}"
     else:
         where = "" if match == "exact" else \
-            f" for seqlen_q={res.seqlen_q} seqlen_k={res.seqlen_k}"
+            f" for seqlen_q={res.seqlen_q} seqlen_k={res.seqlen_k}" + \
+            (f" group={res.group}" if res.group > 1 else "")
         reason = f"tuned{where} ({res.tflops:.1f} TFLOP/s), from the daemon at {socket_path()}"
     return Lookup(match, cfg, float(res.tflops), int(res.seqlen_q), int(res.seqlen_k),
-                  rc == TT_FALLBACK, reason)
+                  rc == TT_FALLBACK, reason, max(int(res.group), 1))
 
 
-def lookup(head_dim, dtype, causal=False, seqlen_q=1024, seqlen_k=None, gpu="", rev=None):
+def lookup(head_dim, dtype, causal=False, seqlen_q=1024, seqlen_k=None, gpu="", rev=None, group=1):
     """The config the daemon serves for a key, as the kernel would get it:
     through this process's client (its cache, else one round trip, else the
-    built-in default within 50 ms). gpu: the GPU fingerprint ("" = the
-    daemon's own GPU); rev: the kernel revision (None = this library's).
-    Needs no GPU and no torch."""
+    built-in default within 50 ms). causal: False/True (top-left), 0/1/2 or
+    "none"/"top_left"/"bottom_right"; group: query heads per K/V head (GQA).
+    gpu: the GPU fingerprint ("" = the daemon's own GPU); rev: the kernel
+    revision (None = this library's). Needs no GPU and no torch."""
     key = _key(head_dim, dtype, causal, seqlen_q, seqlen_k, gpu,
-               revision() if rev is None else rev)
+               revision() if rev is None else rev, group=group)
     return _lookup_key(key)
 
 

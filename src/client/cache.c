@@ -9,8 +9,13 @@
  * atomic loads: the classic seqlock read of plain memory would be a data
  * race in C11 (and a report under TSan); relaxed atomics compile to the
  * same plain moves on x86-64 and arm64. */
+typedef struct ckey { /* tt_key_v2 without its reserved space */
+    int32_t dtype, head_dim, causal, group;
+    int64_t seqlen_q, seqlen_k;
+    char gpu[TT_ID_MAX], rev[TT_ID_MAX];
+} ckey;
 typedef struct payload {
-    tt_key key;
+    ckey key;
     tt_lookup_result res;
 } payload;
 #define PAYLOAD_WORDS ((sizeof(payload) + 7) / 8)
@@ -28,6 +33,7 @@ typedef struct slot {
     _Atomic int64_t expires;
     _Atomic uint64_t w[PAYLOAD_WORDS];
 } slot;
+_Static_assert(sizeof(slot) == 256, "a slot is four cache lines");
 
 struct tt__cache {
     pthread_mutex_t wlock; /* writers only */
@@ -86,9 +92,9 @@ static uint64_t mix(uint64_t h) { /* murmur3's finalizer */
  * the key comparison. A process asks about one GPU and kernel revision
  * (at most a few), so they barely spread keys, and walking their 2x16
  * bytes byte by byte cost ~40 ns of a ~100 ns hit (bench/lookup). */
-uint64_t tt__cache_hash(const tt_key *k) {
+uint64_t tt__cache_hash(const tt_key_v2 *k) {
     uint64_t h = (uint64_t)(uint32_t)k->dtype | (uint64_t)(uint32_t)k->head_dim << 8 |
-                 (uint64_t)(uint32_t)k->causal << 40;
+                 (uint64_t)(uint32_t)k->causal << 40 | (uint64_t)(uint32_t)k->group << 48;
     h = mix(h ^ (uint64_t)k->seqlen_q * UINT64_C(0x9e3779b97f4a7c15));
     h = mix(h ^ (uint64_t)k->seqlen_k);
     return h | 1; /* 0 means an empty slot */
@@ -99,13 +105,13 @@ static uint64_t set_of(const tt__cache *c, uint64_t h) { return ((h >> 32) & c->
 
 static uint64_t nslots(const tt__cache *c) { return (c->set_mask + 1) * TT_CACHE_WAYS; }
 
-static int key_equal(const tt_key *a, const tt_key *b) {
-    return a->dtype == b->dtype && a->head_dim == b->head_dim && a->causal == b->causal &&
-           a->seqlen_q == b->seqlen_q && a->seqlen_k == b->seqlen_k &&
+static int key_equal(const ckey *a, const tt_key_v2 *b) {
+    return a->dtype == (int32_t)b->dtype && a->head_dim == b->head_dim && a->causal == b->causal &&
+           a->group == b->group && a->seqlen_q == b->seqlen_q && a->seqlen_k == b->seqlen_k &&
            strncmp(a->gpu, b->gpu, TT_ID_MAX) == 0 && strncmp(a->rev, b->rev, TT_ID_MAX) == 0;
 }
 
-int tt__cache_get(tt__cache *c, const tt_key *key, int64_t (*now_ns)(void), tt_lookup_result *out) {
+int tt__cache_get(tt__cache *c, const tt_key_v2 *key, int64_t (*now_ns)(void), tt_lookup_result *out) {
     uint64_t h = tt__cache_hash(key);
     slot *set = &c->slots[set_of(c, h)];
     for (int i = 0; i < TT_CACHE_WAYS; i++) {
@@ -141,7 +147,7 @@ static void slot_write(slot *s, uint64_t hash, int64_t expires, const payload_wo
     atomic_store_explicit(&s->seq, q + 2, memory_order_release);
 }
 
-static void put(tt__cache *c, const uint64_t *generation, const tt_key *key, const tt_lookup_result *res,
+static void put(tt__cache *c, const uint64_t *generation, const tt_key_v2 *key, const tt_lookup_result *res,
                 int64_t expires_ns) {
     payload_words pw;
     memset(&pw, 0, sizeof pw);
@@ -150,6 +156,7 @@ static void put(tt__cache *c, const uint64_t *generation, const tt_key *key, con
     pw.p.key.dtype = key->dtype;
     pw.p.key.head_dim = key->head_dim;
     pw.p.key.causal = key->causal;
+    pw.p.key.group = key->group;
     pw.p.key.seqlen_q = key->seqlen_q;
     pw.p.key.seqlen_k = key->seqlen_k;
     memcpy(pw.p.key.gpu, key->gpu, strnlen(key->gpu, TT_ID_MAX - 1));
@@ -184,11 +191,11 @@ static void put(tt__cache *c, const uint64_t *generation, const tt_key *key, con
     pthread_mutex_unlock(&c->wlock);
 }
 
-void tt__cache_put(tt__cache *c, const tt_key *key, const tt_lookup_result *res, int64_t expires_ns) {
+void tt__cache_put(tt__cache *c, const tt_key_v2 *key, const tt_lookup_result *res, int64_t expires_ns) {
     put(c, NULL, key, res, expires_ns);
 }
 
-void tt__cache_put_since(tt__cache *c, uint64_t generation, const tt_key *key, const tt_lookup_result *res,
+void tt__cache_put_since(tt__cache *c, uint64_t generation, const tt_key_v2 *key, const tt_lookup_result *res,
                          int64_t expires_ns) {
     put(c, &generation, key, res, expires_ns);
 }

@@ -23,6 +23,7 @@ int cli_cmd_report(cli *c);
     {"dtype", "T", "fp16 or bf16", 1},                                               \
     {"causal", "[=KIND]", "causal attention (top-left mask); --causal=bottom-right for the " \
                           "mask aligned to the end of the keys (default: not causal)", 0}, \
+    {"group", "G", "GQA group: query heads per K/V head (default 1)", 0},              \
     {"gpu", "HEX", "GPU fingerprint (default: the daemon's GPU)", 0},                  \
     {"rev", "HEX", "kernel revision (default: the daemon's)", 0}
 
@@ -36,8 +37,8 @@ static int causal_kind(const char *s) {
 }
 
 /* The key of --seqlen/--hdim/... */
-static int key_parse(const cli *c, tt_key *kp) {
-    tt_key k;
+static int key_parse(const cli *c, tt_key_v2 *kp) {
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     int64_t v;
     int rc;
@@ -57,6 +58,11 @@ static int key_parse(const cli *c, tt_key *kp) {
     if (causal < 0)
         return cli_usage(c, "--causal takes no value, or =bottom-right, not '%s'", cli_opt_val(c, "causal"));
     k.causal = causal;
+    k.group = 1;
+    if (cli_opt_val(c, "group")) {
+        if ((rc = cli_int_opt(c, "group", 1, TT_GROUP_MAX, &v))) return rc;
+        k.group = (int32_t)v;
+    }
     const char *ids[2] = {"gpu", "rev"};
     char *dst[2] = {k.gpu, k.rev};
     for (int i = 0; i < 2; i++) {
@@ -71,7 +77,7 @@ static int key_parse(const cli *c, tt_key *kp) {
 
 /* The key of --seqlen/--hdim/... as LOOKUP fields in buf. */
 static int key_fields(const cli *c, char *buf, size_t len) {
-    tt_key k;
+    tt_key_v2 k;
     int rc = key_parse(c, &k);
     if (rc) return rc;
     if (tt__key_format(&k, buf, len) < 0) return cli_fail("key too long");
@@ -194,12 +200,12 @@ static json_t *config_json(const char *text) {
 /* What libtiletune answers with no daemon: the portable built-in default,
  * as a LOOKUP reply would carry it. */
 static int offline_reply(const cli *c, tt__reply *r) {
-    tt_key k;
+    tt_key_v2 k;
     tt_config cfg;
     char text[TT_CONFIG_TEXT_MAX];
     int rc = key_parse(c, &k);
     if (rc) return rc;
-    if (tt_config_default(&k, &cfg) < 0 || tt_config_format(&cfg, text, sizeof text) < 0)
+    if (tt_config_default_v2(&k, &cfg) < 0 || tt_config_format(&cfg, text, sizeof text) < 0)
         return cli_fail("no built-in default for this key");
     char line[TT_LINE_MAX];
     int n = snprintf(line, sizeof line, "OK match=default config=%s seqlen_q=%lld seqlen_k=%lld", text,
@@ -225,7 +231,7 @@ static int cmd_lookup(cli *c) {
     }
     const char *match = tt__msg_get(&r.msg, "match"), *cfg = tt__msg_get(&r.msg, "config");
     const char *sq = tt__msg_get(&r.msg, "seqlen_q"), *sk = tt__msg_get(&r.msg, "seqlen_k");
-    const char *tf = tt__msg_get(&r.msg, "tflops");
+    const char *tf = tt__msg_get(&r.msg, "tflops"), *grp = tt__msg_get(&r.msg, "group");
     if (!match || !cfg || !sq || !sk) {
         tt__reply_free(&r);
         return cli_fail("the daemon's LOOKUP reply lacks match, config or seqlens");
@@ -237,6 +243,7 @@ static int cmd_lookup(cli *c) {
         json_object_set_new(o, "config_text", json_string(cfg));
         json_object_set_new(o, "seqlen_q", cli_json_value(sq));
         json_object_set_new(o, "seqlen_k", cli_json_value(sk));
+        json_object_set_new(o, "group", grp ? cli_json_value(grp) : json_integer(1));
         json_object_set_new(o, "tflops", tf ? cli_json_value(tf) : json_null());
         json_object_set_new(o, "stale", json_boolean(tt__msg_get(&r.msg, "stale") != NULL));
         rc = cli_json_print(o);
@@ -247,7 +254,7 @@ static int cmd_lookup(cli *c) {
                                                      ? "tuned for another kernel revision only (tune --stale)"
                                                      : "nothing tuned: the built-in default");
         else
-            snprintf(tuned, sizeof tuned, "seqlen_q=%s seqlen_k=%s", sq, sk);
+            snprintf(tuned, sizeof tuned, "seqlen_q=%s seqlen_k=%s%s%s", sq, sk, grp ? " group=" : "", grp ? grp : "");
         snprintf(knobs, sizeof knobs, "%s", cfg);
         for (char *p = knobs; *p; p++)
             if (*p == ',') *p = ' ';
@@ -268,7 +275,10 @@ static const cli_opt tune_opts[] = {
     {"causal", "[=LIST]", "causal keys only; --causal=0,1 (or no, yes, both, bottom-right) for a list "
                           "(default: not causal)", 0},
     {"causal-both", NULL, "both non-causal and causal keys (as --causal=0,1)", 0},
+    {"seqlen-k", "LIST", "key/value sequence lengths (default: each --seqlen)", 0},
+    {"group", "LIST", "GQA groups, comma-separated (default 1)", 0},
     {"default-grid", NULL, "the node's default grid: seqlen 128..32768 (powers of 2), hdim 64,128,256, fp16+bf16, causal both", 0},
+    {"inference-grid", NULL, "the inference grid: seqlen_q 1..512 x seqlen_k 1k..128k x GQA group 1,4,8, hdim 128,64, bf16+fp16 (docs/tuning.md)", 0},
     {"stale", NULL, "re-tune every key whose winner is from another kernel revision (none: nothing to do, exit 0)", 0},
     {"mode", "M", "exhaustive (default) or fast", 0},
     {"batch", "N", "batch size to measure with (default: the daemon's rule)", 0},
@@ -323,6 +333,10 @@ static int ok_dtype(const char *s) {
     tt_dtype d;
     return tt__dtype_parse(s, &d) == 0;
 }
+static int ok_group(const char *s) {
+    int64_t v;
+    return tt__parse_i64(s, 1, TT_GROUP_MAX, &v) == 0;
+}
 
 static int watch_job(cli *c, int64_t job, int json, int interval_ms);
 
@@ -333,20 +347,25 @@ static int watch_job(cli *c, int64_t job, int json, int interval_ms);
 static int cmd_tune(cli *c) {
     int rc;
     int grid = cli_opt_val(c, "default-grid") != NULL, stale = cli_opt_val(c, "stale") != NULL;
-    const char *lists[] = {"seqlen", "hdim", "dtype", "causal", "causal-both"};
+    int igrid = cli_opt_val(c, "inference-grid") != NULL;
+    const char *lists[] = {"seqlen", "hdim", "dtype", "causal", "causal-both", "seqlen-k", "group"};
     int given = 0, needed = 0;
-    for (int i = 0; i < 5; i++) given += cli_opt_val(c, lists[i]) != NULL;
+    for (int i = 0; i < 7; i++) given += cli_opt_val(c, lists[i]) != NULL;
     for (int i = 0; i < 3; i++) needed += cli_opt_val(c, lists[i]) != NULL;
-    if (grid + stale + (given > 0) > 1)
-        return cli_usage(c, "give one of --default-grid, --stale, or --seqlen/--hdim/--dtype (and --causal)");
-    if (!grid && !stale && needed < 3)
-        return cli_usage(c, "tune needs --seqlen, --hdim and --dtype (or --default-grid or --stale)");
+    if (grid + igrid + stale + (given > 0) > 1)
+        return cli_usage(c, "give one of --default-grid, --inference-grid, --stale, or --seqlen/--hdim/--dtype (and --causal)");
+    if (!grid && !igrid && !stale && needed < 3)
+        return cli_usage(c, "tune needs --seqlen, --hdim and --dtype (or --default-grid, --inference-grid or --stale)");
+    grid += igrid; /* from here on, both grids are "a grid" */
     if (cli_opt_val(c, "causal") && cli_opt_val(c, "causal-both"))
         return cli_usage(c, "give --causal or --causal-both, not both");
     if (stale && cli_opt_val(c, "shard")) return cli_usage(c, "--stale takes no --shard");
     if (cli_opt_val(c, "json") && !cli_opt_val(c, "wait")) return cli_usage(c, "--json goes with --wait");
     if (!grid && !stale && ((rc = check_list(c, "seqlen", ok_seqlen)) || (rc = check_list(c, "hdim", ok_hdim)) ||
                             (rc = check_list(c, "dtype", ok_dtype))))
+        return rc;
+    if (!grid && !stale && ((cli_opt_val(c, "seqlen-k") && (rc = check_list(c, "seqlen-k", ok_seqlen))) ||
+                            (cli_opt_val(c, "group") && (rc = check_list(c, "group", ok_group)))))
         return rc;
     const char *cl = NULL;
     char clbuf[64];
@@ -370,17 +389,19 @@ static int cmd_tune(cli *c) {
 
     char line[TT_LINE_MAX + 64];
     int n;
-    if (grid) n = snprintf(line, sizeof line, "TUNE " DEFAULT_GRID);
+    if (igrid) n = snprintf(line, sizeof line, "TUNE grid=inference");
+    else if (grid) n = snprintf(line, sizeof line, "TUNE " DEFAULT_GRID);
     else if (stale) n = snprintf(line, sizeof line, "TUNE stale=1");
     else
         n = snprintf(line, sizeof line, "TUNE dtype=%s hdim=%s causal=%s seqlen=%s", cli_opt_val(c, "dtype"),
                      cli_opt_val(c, "hdim"), cl, cli_opt_val(c, "seqlen"));
-    const char *extra[] = {"mode", "batch", "heads", "gpu", "shard"};
+    const char *extra[] = {"mode", "batch", "heads", "gpu", "shard", "seqlen-k", "group"};
+    const char *field[] = {"mode", "batch", "heads", "gpu", "shard", "seqlen_k", "group"};
     /* snprintf returns the length it wanted: once the lists overflow the
      * buffer, appending at line + n would write past it. */
-    for (int i = 0; i < 5 && n < TT_LINE_MAX; i++)
+    for (int i = 0; i < 7 && n < TT_LINE_MAX; i++)
         if (cli_opt_val(c, extra[i]))
-            n += snprintf(line + n, sizeof line - (size_t)n, " %s=%s", extra[i], cli_opt_val(c, extra[i]));
+            n += snprintf(line + n, sizeof line - (size_t)n, " %s=%s", field[i], cli_opt_val(c, extra[i]));
     if (n >= TT_LINE_MAX) return cli_usage(c, "the lists are too long for one request");
     tt__reply r;
     if (cli_request_raw(c, line, &r)) return CLI_FAIL;

@@ -206,7 +206,7 @@ const cli_opt cli_export_opts[] = {
  * revision where the job named none; *failed counts its keys that did
  * not end done. */
 typedef struct keyset {
-    tt_key *k;
+    tt_key_v2 *k;
     size_t n;
 } keyset;
 
@@ -231,7 +231,7 @@ static int job_keys(cli *c, int64_t id, keyset *ks, int64_t *failed) {
         int n = snprintf(buf, sizeof buf, "KEY %s", r.body[i]);
         tt__msg m;
         const char *perr = NULL;
-        tt_key k;
+        tt_key_v2 k;
         if (n < 0 || (size_t)n >= sizeof buf || tt__proto_parse(buf, (size_t)n, &m, &perr) < 0 ||
             tt__key_from_msg(&m, &k, err, sizeof err) < 0) {
             rc = cli_fail("the daemon's JOB reply line %d is not a key", i + 1);
@@ -248,7 +248,7 @@ static int job_keys(cli *c, int64_t id, keyset *ks, int64_t *failed) {
 }
 
 static int full_key_cmp(const void *pa, const void *pb) {
-    const tt_key *a = pa, *b = pb;
+    const tt_key_v2 *a = pa, *b = pb;
     int c = strcmp(a->gpu, b->gpu);
     if (!c) c = strcmp(a->rev, b->rev);
     if (c) return c < 0 ? -1 : 1;
@@ -262,7 +262,7 @@ static size_t keep_keys(table *t, keyset *ks) {
     char *won = calloc(ks->n + 1, 1);
     if (ks->n > 1) qsort(ks->k, ks->n, sizeof *ks->k, full_key_cmp);
     for (size_t i = 0; i < t->n; i++) {
-        const tt_key *hit = ks->n ? bsearch(&t->r[i].rec.key, ks->k, ks->n, sizeof *ks->k, full_key_cmp) : NULL;
+        const tt_key_v2 *hit = ks->n ? bsearch(&t->r[i].rec.key, ks->k, ks->n, sizeof *ks->k, full_key_cmp) : NULL;
         if (!hit) continue;
         if (won && t->r[i].kind == TT_FLEET_BEST) won[hit - ks->k] = 1;
         t->no[k] = t->no[i];
@@ -592,7 +592,7 @@ const cli_opt cli_diff_opts[] = {
 
 /* Keys in the order diff walks them; the revision last, and only with
  * by_rev, so a table re-tuned after an upgrade meets its old self. */
-static int key_cmp(const tt_key *a, const tt_key *b, int by_rev) {
+static int key_cmp(const tt_key_v2 *a, const tt_key_v2 *b, int by_rev) {
     int c = strcmp(a->gpu, b->gpu);
     if (c) return c < 0 ? -1 : 1;
     if ((c = tt_shard_key_cmp(a, b))) return c;

@@ -214,7 +214,7 @@ static void count(tt_client *c, int what) {
     atomic_fetch_add_explicit(&c->counters[s - 1].n[what], 1, memory_order_relaxed);
 }
 
-static int fallback(tt_client *c, const tt_key *key, tt_lookup_result *out) {
+static int fallback(tt_client *c, const tt_key_v2 *key, tt_lookup_result *out) {
     int rc = tt__lookup_default(key, out);
     if (rc < 0) return rc;
     count(c, STAT_FALLBACKS);
@@ -289,6 +289,9 @@ static int parse_lookup(const tt__msg *m, tt_lookup_result *res) {
     if (tt__parse_i64(tt__msg_get(m, "seqlen_q"), 1, TT_SEQLEN_MAX, &r.seqlen_q) < 0 ||
         tt__parse_i64(tt__msg_get(m, "seqlen_k"), 1, TT_SEQLEN_MAX, &r.seqlen_k) < 0)
         return TT_ERR_PROTO;
+    int64_t g = 1;
+    if ((s = tt__msg_get(m, "group")) && tt__parse_i64(s, 1, TT_GROUP_MAX, &g) < 0) return TT_ERR_PROTO;
+    r.group = (int32_t)g;
     if ((s = tt__msg_get(m, "tflops"))) {
         char *end;
         r.tflops = strtod(s, &end);
@@ -315,7 +318,7 @@ static int closes_conn(const char *code) {
  * connection may have been closed by the daemon meanwhile (its idle
  * time-out: "ERR timeout", then EOF; or a restart): that is no sign the
  * daemon is down, so the request gets one more try on a new connection. */
-static int ask(tt_client *c, const tt_key *key, tt_lookup_result *res, int64_t deadline) {
+static int ask(tt_client *c, const tt_key_v2 *key, tt_lookup_result *res, int64_t deadline) {
     char line[TT_LINE_MAX];
     memcpy(line, "LOOKUP ", 7);
     if (tt__key_format(key, line + 7, sizeof line - 7) < 0) return TT_ERR_INVAL;
@@ -365,8 +368,27 @@ static int lock_until(pthread_mutex_t *m, int64_t deadline) {
     return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &ts);
 }
 
+static int lookup(tt_client *c, const tt_key_v2 *key, tt_lookup_result *out);
+
 int tt_lookup(tt_client *c, const tt_key *key, tt_lookup_result *out) {
     if (!c || !key || !out) return TT_ERR_INVAL;
+    tt_key_v2 k;
+    tt__key_from_v1(key, &k);
+    tt__key_canon(&k);
+    return lookup(c, &k, out);
+}
+
+int tt_lookup_v2(tt_client *c, const tt_key_v2 *key, tt_lookup_result *out) {
+    if (!c || !key || !out) return TT_ERR_INVAL;
+    for (size_t i = 0; i < sizeof key->reserved / sizeof key->reserved[0]; i++)
+        if (key->reserved[i]) return TT_ERR_INVAL;
+    tt_key_v2 k = *key;
+    tt__key_canon(&k);
+    return lookup(c, &k, out);
+}
+
+/* `key` is canonical (tt__key_canon): equal problems share a cache slot. */
+static int lookup(tt_client *c, const tt_key_v2 *key, tt_lookup_result *out) {
     if (tt__cache_get(c->cache, key, coarse_now_ns, out)) {
         count(c, STAT_HITS);
         return 0;

@@ -14,7 +14,7 @@
 /* One key of a table (gpu and rev included): its winner and what the
  * measurements say about it. */
 typedef struct kinfo {
-    tt_key key;
+    tt_key_v2 key;
     const tt_fleet_rec *best; /* NULL: measurements only */
     double fam[2];            /* best ok TFLOP/s per family; < 0 none */
     double def;               /* the built-in default's ok TFLOP/s; < 0 not measured */
@@ -32,7 +32,7 @@ typedef struct view {
 } view;
 
 /* gpu, dtype, hdim, causal: a chart's group */
-static int group_cmp(const tt_key *a, const tt_key *b) {
+static int group_cmp(const tt_key_v2 *a, const tt_key_v2 *b) {
     int c = strcmp(a->gpu, b->gpu);
     if (c) return c < 0 ? -1 : 1;
 #define CMPF(f) if (a->f != b->f) return a->f < b->f ? -1 : 1
@@ -42,16 +42,17 @@ static int group_cmp(const tt_key *a, const tt_key *b) {
     return 0;
 }
 
-static int point_cmp(const tt_key *a, const tt_key *b) {
+static int point_cmp(const tt_key_v2 *a, const tt_key_v2 *b) {
     int c = group_cmp(a, b);
     if (c) return c;
     CMPF(seqlen_q);
     CMPF(seqlen_k);
+    CMPF(group);
 #undef CMPF
     return 0;
 }
 
-static int key_cmp(const tt_key *a, const tt_key *b) {
+static int key_cmp(const tt_key_v2 *a, const tt_key_v2 *b) {
     int c = point_cmp(a, b);
     if (c) return c;
     c = strcmp(a->rev, b->rev);
@@ -112,7 +113,7 @@ static int view_build(const tt_report_table *t, view *v) {
             int f = r->config.family == TT_FAMILY_WGMMA;
             if (r->tflops > k->fam[f]) k->fam[f] = r->tflops;
             tt_config d;
-            if (tt_config_default(&r->key, &d) == 0 && tt_config_equal(&d, &r->config) && r->tflops > k->def)
+            if (tt_config_default_v2(&r->key, &d) == 0 && tt_config_equal(&d, &r->config) && r->tflops > k->def)
                 k->def = r->tflops;
         }
     }
@@ -168,7 +169,7 @@ static const tt_gpu_info *gpu_of(const view *v, const char *fp) {
     return NULL;
 }
 
-static void group_title(FILE *f, const view *v, const tt_key *k) {
+static void group_title(FILE *f, const view *v, const tt_key_v2 *k) {
     const tt_gpu_info *g = gpu_of(v, k->gpu);
     esc(f, g && g->name[0] ? g->name : k->gpu);
     fprintf(f, " &middot; %s &middot; head dim %d &middot; %s", tt__dtype_name(k->dtype), (int)k->head_dim,

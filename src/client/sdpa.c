@@ -38,8 +38,14 @@ static int choose_config(const tt_sdpa_args *a, const tt__device_limits *lim, tt
      * or an older schedule may not fit this device: then the default.
      * A default answer (nothing tuned, or no daemon) is the portable one;
      * this device's own default is at least as good. */
+    /* Tuned per GQA group: kernels that pack a group's rows differ by it
+     * (the launcher checked heads_q is a multiple of heads_kv). */
+    tt_key_v2 k2;
+    tt__key_from_v1(&key, &k2);
+    int64_t group = a->heads_kv > 0 ? a->heads_q / a->heads_kv : 1;
+    k2.group = group >= 1 && group <= TT_GROUP_MAX ? (int32_t)group : 1;
     if (process_client && key.seqlen_q <= TT_SEQLEN_MAX && key.seqlen_k <= TT_SEQLEN_MAX &&
-        tt_lookup(process_client, &key, &res) == 0 && res.match != TT_MATCH_DEFAULT &&
+        tt_lookup_v2(process_client, &k2, &res) == 0 && res.match != TT_MATCH_DEFAULT &&
         tt__variant_check(&res.config, key.head_dim, lim, NULL, 0) == 0) {
         *out = res.config;
         return 0;
@@ -70,8 +76,12 @@ static int choose_splitkv(const tt__splitkv_target *t, const tt_config *given, t
     tt_key key = t->key;
     tt_lookup_result res;
     pthread_once(&client_once, client_open_once);
+    /* tuned per GQA group: the kernel packs a group's rows */
+    tt_key_v2 k2;
+    tt__key_from_v1(&key, &k2);
+    k2.group = t->params.group >= 1 && t->params.group <= TT_GROUP_MAX ? t->params.group : 1;
     if (process_client && key.seqlen_q <= TT_SEQLEN_MAX && key.seqlen_k <= TT_SEQLEN_MAX &&
-        tt_kernel_revision(key.rev) == 0 && tt_lookup(process_client, &key, &res) == 0 &&
+        tt_kernel_revision(k2.rev) == 0 && tt_lookup_v2(process_client, &k2, &res) == 0 &&
         res.match != TT_MATCH_DEFAULT && res.config.family == TT_FAMILY_SPLITKV &&
         tt__variant_check(&res.config, key.head_dim, &t->limits, NULL, 0) == 0) {
         *out = res.config;

@@ -50,14 +50,36 @@ static const struct default_row defaults_sm90[] = {
     {256, 1, 128, 64, 8, 2, 1, 0},
 };
 
-static int from_table(const struct default_row *rows, size_t n, int32_t family, const tt_key *key,
-                      tt_config *out) {
-    for (size_t i = 0; i < n; i++) {
-        const struct default_row *r = &rows[i];
+/* The table each regime takes its default from, per arch. A kernel family
+ * for a regime (split-KV decode) lands as its own table and one entry
+ * here; until then every regime runs today's rows. */
+typedef struct regime_table {
+    const struct default_row *rows;
+    size_t n;
+    int32_t family;
+} regime_table;
+#define TABLE(rows, family) {rows, sizeof rows / sizeof rows[0], family}
+static const regime_table portable[] = {
+    [TT_REGIME_DECODE] = TABLE(defaults, TT_FAMILY_MMA),
+    [TT_REGIME_CHUNK] = TABLE(defaults, TT_FAMILY_MMA),
+    [TT_REGIME_PREFILL] = TABLE(defaults, TT_FAMILY_MMA),
+};
+static const regime_table sm90[] = {
+    [TT_REGIME_DECODE] = TABLE(defaults_sm90, TT_FAMILY_WGMMA),
+    [TT_REGIME_CHUNK] = TABLE(defaults_sm90, TT_FAMILY_WGMMA),
+    [TT_REGIME_PREFILL] = TABLE(defaults_sm90, TT_FAMILY_WGMMA),
+};
+#undef TABLE
+
+static int from_table(const regime_table *t, const tt_key_v2 *key, tt_config *out) {
+    for (size_t i = 0; i < t->n; i++) {
+        const struct default_row *r = &t->rows[i];
+        /* Both causal alignments take the causal row: they differ only
+         * where seqlen_q != seqlen_k, by an offset of the diagonal. */
         if (r->head_dim != key->head_dim || r->causal != (key->causal ? 1 : 0)) continue;
         tt_config c;
         memset(&c, 0, sizeof c);
-        c.family = family;
+        c.family = t->family;
         c.block_m = r->block_m;
         c.block_n = r->block_n;
         c.warps = r->warps;
@@ -70,13 +92,22 @@ static int from_table(const struct default_row *rows, size_t n, int32_t family, 
     return TT_ERR_UNSUPPORTED;
 }
 
-int tt_config_default(const tt_key *key, tt_config *out) {
+int tt_config_default_v2(const tt_key_v2 *key, tt_config *out) {
     if (!key || !out) return TT_ERR_INVAL;
     if (!tt__head_dim_supported(key->head_dim)) return TT_ERR_UNSUPPORTED;
-    return from_table(defaults, sizeof defaults / sizeof defaults[0], TT_FAMILY_MMA, key, out);
+    return from_table(&portable[tt__key_regime(key)], key, out);
+}
+
+int tt_config_default(const tt_key *key, tt_config *out) {
+    if (!key || !out) return TT_ERR_INVAL;
+    tt_key_v2 k;
+    tt__key_from_v1(key, &k);
+    return tt_config_default_v2(&k, out);
 }
 
 int tt__config_default_sm90(const tt_key *key, tt_config *out) {
     if (!key || !out) return TT_ERR_INVAL;
-    return from_table(defaults_sm90, sizeof defaults_sm90 / sizeof defaults_sm90[0], TT_FAMILY_WGMMA, key, out);
+    tt_key_v2 k;
+    tt__key_from_v1(key, &k);
+    return from_table(&sm90[tt__key_regime(&k)], &k, out);
 }

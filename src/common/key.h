@@ -1,4 +1,5 @@
-/* Tuning keys: names of dtypes, the head dims we support, validation. */
+/* Tuning keys: names of dtypes, the head dims we support, validation, the
+ * regime of a key. */
 #ifndef TT_COMMON_KEY_H
 #define TT_COMMON_KEY_H
 
@@ -6,20 +7,54 @@
 
 /* Upper bound of a sequence length in a key: 16 Mi tokens. */
 #define TT_SEQLEN_MAX (16 * 1024 * 1024)
+/* Upper bound of a key's GQA group (heads_q / heads_kv). */
+#define TT_GROUP_MAX 256
 
 const char *tt__dtype_name(tt_dtype d); /* "fp16", "bf16", or NULL */
 int tt__dtype_parse(const char *s, tt_dtype *out);
 int tt__head_dim_supported(int32_t d); /* 1 for 32, 64, 96, 128, 256 */
 /* 1 if s is a GPU fingerprint or kernel revision: 1..32 lowercase hex. */
 int tt__is_hex_id(const char *s);
-/* 0, or TT_ERR_UNSUPPORTED / TT_ERR_RANGE / TT_ERR_INVAL with a message. */
-int tt__key_check(const tt_key *key, char *err, size_t errlen);
+/* 0, or TT_ERR_UNSUPPORTED / TT_ERR_RANGE / TT_ERR_INVAL with a message.
+ * The group must be 1..TT_GROUP_MAX, or 0, which reads as 1. */
+int tt__key_check(const tt_key_v2 *key, char *err, size_t errlen);
+
+/*
+ * The regime of a key (docs/protocol.md): decode (seqlen_q <= 16: one or a
+ * few query tokens, speculative decoding), chunk (a longer query over a
+ * cache at least 4 times as long: chunked prefill), prefill (the rest:
+ * square-ish training and prefill). Each has its own kernel schedules and
+ * built-in default; a nearest match never crosses from one to another.
+ */
+typedef enum tt__regime {
+    TT_REGIME_DECODE = 0,
+    TT_REGIME_CHUNK = 1,
+    TT_REGIME_PREFILL = 2,
+} tt__regime;
+#define TT_REGIME_DECODE_MAX_Q 16 /* seqlen_q of decode keys: 1..16 */
+#define TT_REGIME_CHUNK_RATIO 4   /* chunk: seqlen_k >= 4 * seqlen_q */
+tt__regime tt__key_regime(const tt_key_v2 *key);
+const char *tt__regime_name(tt__regime r); /* "decode", "chunk", "prefill" */
+
+/*
+ * One key for one problem, so that equal problems share a tuning record:
+ * group 0 reads as 1; prefill keys have group 1 (their kernels do not pack
+ * a group's rows: heads are independent CTAs, the group changes nothing
+ * they schedule); bottom-right causal with one query row is no mask, and
+ * with seqlen_q == seqlen_k it is top-left's mask.
+ */
+void tt__key_canon(tt_key_v2 *key);
+/* The released key as a v2 one (group 1), and back (group dropped). */
+void tt__key_from_v1(const tt_key *k1, tt_key_v2 *out);
+void tt__key_to_v1(const tt_key_v2 *key, tt_key *out);
+
 /* The answer for a key with nothing tuned: the built-in default config,
  * match default, the key's own seqlens, no tflops (daemon and client). */
-int tt__lookup_default(const tt_key *key, tt_lookup_result *out);
-/* sm_90's own default rows (family wgmma): 0, or TT_ERR_UNSUPPORTED for a
- * key they do not cover. Family wgmma's descriptor names this table; the
- * default a device runs is the kernels layer's tt__config_default_arch. */
+int tt__lookup_default(const tt_key_v2 *key, tt_lookup_result *out);
+/* sm_90's own default rows (family wgmma) for the key's regime: 0, or
+ * TT_ERR_UNSUPPORTED for a key they do not cover. Family wgmma's
+ * descriptor names this table; the default a device runs is the kernels
+ * layer's tt__config_default_arch. */
 int tt__config_default_sm90(const tt_key *key, tt_config *out);
 /*
  * The floating-point work of one attention forward, 4 * batch * heads *
@@ -31,5 +66,14 @@ int tt__config_default_sm90(const tt_key *key, tt_config *out);
  */
 double tt__sdpa_flops(int64_t batch, int64_t heads, int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim,
                       int causal);
+
+/*
+ * The inference grid (docs/tuning.md): seqlen_q 1, 2, 4, 8, 16, 64, 512 x
+ * seqlen_k 1k, 4k, 16k, 32k, 128k x GQA group 1, 4, 8 x head_dim 128, 64 x
+ * bf16, fp16; causal bottom-right where seqlen_q > 1, none for one query
+ * token. Keys that canonicalize alike appear once. Writes up to `cap` keys
+ * (gpu and rev empty) and returns how many the grid has.
+ */
+size_t tt__inference_grid(tt_key_v2 *out, size_t cap);
 
 #endif

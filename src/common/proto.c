@@ -127,8 +127,8 @@ int tt__parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) {
     return 0;
 }
 
-int tt__key_from_msg(const tt__msg *m, tt_key *out, char *err, size_t errlen) {
-    tt_key k;
+int tt__key_from_msg(const tt__msg *m, tt_key_v2 *out, char *err, size_t errlen) {
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     int64_t v;
     int rc;
@@ -148,11 +148,19 @@ int tt__key_from_msg(const tt__msg *m, tt_key *out, char *err, size_t errlen) {
     }
     k.head_dim = (int32_t)v;
     if ((s = tt__msg_get(m, "causal"))) {
-        if ((rc = tt__parse_i64(s, 0, 1, &v)) < 0) {
-            snprintf(err, errlen, "causal must be 0 or 1");
+        if ((rc = tt__parse_i64(s, 0, 2, &v)) < 0) {
+            snprintf(err, errlen, "causal must be 0 (none), 1 (top-left) or 2 (bottom-right)");
             return rc;
         }
         k.causal = (int32_t)v;
+    }
+    k.group = 1;
+    if ((s = tt__msg_get(m, "group"))) {
+        if ((rc = tt__parse_i64(s, 1, TT_GROUP_MAX, &v)) < 0) {
+            snprintf(err, errlen, "group '%s' is not a number in 1..%d", s, TT_GROUP_MAX);
+            return rc;
+        }
+        k.group = (int32_t)v;
     }
     if (!(s = tt__msg_get(m, "seqlen_q"))) {
         snprintf(err, errlen, "missing field 'seqlen_q'");
@@ -185,6 +193,7 @@ int tt__key_from_msg(const tt__msg *m, tt_key *out, char *err, size_t errlen) {
         strcpy(k.rev, s);
     }
     if ((rc = tt__key_check(&k, err, errlen)) < 0) return rc;
+    tt__key_canon(&k);
     *out = k;
     return 0;
 missing_dtype:
@@ -192,12 +201,16 @@ missing_dtype:
     return TT_ERR_INVAL;
 }
 
-int tt__key_format(const tt_key *key, char *buf, size_t len) {
+int tt__key_format(const tt_key_v2 *key, char *buf, size_t len) {
     const char *dt = tt__dtype_name(key->dtype);
     if (!dt) return TT_ERR_INVAL;
-    int n = snprintf(buf, len, "dtype=%s hdim=%d causal=%d seqlen_q=%lld seqlen_k=%lld%s%s%s%s", dt,
+    /* group=1 is left out: the line stays what a daemon that predates
+     * groups reads. */
+    char group[24] = "";
+    if (key->group > 1) snprintf(group, sizeof group, " group=%d", (int)key->group);
+    int n = snprintf(buf, len, "dtype=%s hdim=%d causal=%d seqlen_q=%lld seqlen_k=%lld%s%s%s%s%s", dt,
                      (int)key->head_dim, (int)key->causal, (long long)key->seqlen_q,
-                     (long long)key->seqlen_k, key->gpu[0] ? " gpu=" : "", key->gpu,
+                     (long long)key->seqlen_k, group, key->gpu[0] ? " gpu=" : "", key->gpu,
                      key->rev[0] ? " rev=" : "", key->rev);
     if (n < 0 || (size_t)n >= len) return TT_ERR_RANGE;
     return n;

@@ -48,13 +48,15 @@ int tt__msg_check(const tt__msg *m, const char *const *allowed, const char *cons
  * no trailing junk. TT_ERR_INVAL if not a number, TT_ERR_RANGE if out. */
 int tt__parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 
-/* A key from LOOKUP-style fields: dtype, hdim, causal (default 0),
- * seqlen_q, seqlen_k (default seqlen_q), gpu and rev (default ""). The
- * message names the bad field. Unknown fields are the caller's check. */
-int tt__key_from_msg(const tt__msg *m, tt_key *out, char *err, size_t errlen);
+/* A key from LOOKUP-style fields: dtype, hdim, causal (0, 1, 2; default
+ * 0), seqlen_q, seqlen_k (default seqlen_q), group (default 1), gpu and
+ * rev (default ""), canonical (tt__key_canon). The message names the bad
+ * field. Unknown fields are the caller's check. */
+int tt__key_from_msg(const tt__msg *m, tt_key_v2 *out, char *err, size_t errlen);
 /* The same fields as text: "dtype=fp16 hdim=128 causal=0 seqlen_q=.. seqlen_k=..
- * [gpu=..] [rev=..]". Returns the length or TT_ERR_RANGE. */
-int tt__key_format(const tt_key *key, char *buf, size_t len);
+ * [group=..] [gpu=..] [rev=..]" (group only when over 1). Returns the
+ * length or TT_ERR_RANGE. */
+int tt__key_format(const tt_key_v2 *key, char *buf, size_t len);
 
 /* An "ERR <code> <message>" reply: points at the code word and the message
  * (both inside `line`, which gets a NUL after the code). 0 or TT_ERR_PROTO. */

@@ -6,8 +6,8 @@
 #include "client/cache.h"
 #include "tt_test.h"
 
-static tt_key key_of(int64_t seqlen) {
-    tt_key k;
+static tt_key_v2 key_of(int64_t seqlen) {
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.dtype = TT_DTYPE_FP16;
     k.head_dim = 128;
@@ -15,10 +15,10 @@ static tt_key key_of(int64_t seqlen) {
     return k;
 }
 
-static tt_lookup_result res_of(const tt_key *k) {
+static tt_lookup_result res_of(const tt_key_v2 *k) {
     tt_lookup_result r;
     memset(&r, 0, sizeof r);
-    tt_config_default(k, &r.config);
+    tt_config_default_v2(k, &r.config);
     r.match = TT_MATCH_EXACT;
     r.seqlen_q = k->seqlen_q;
     r.seqlen_k = k->seqlen_k;
@@ -36,7 +36,7 @@ static int64_t fake_clock(void) {
 TEST(put_get_and_every_key_field_counts) {
     tt__cache *c;
     ASSERT_OK(tt__cache_new(64, &c));
-    tt_key k = key_of(1024);
+    tt_key_v2 k = key_of(1024);
     tt_lookup_result r = res_of(&k), got;
     ASSERT_EQ(tt__cache_get(c, &k, fake_clock, &got), 0);
     tt__cache_put(c, &k, &r, 0);
@@ -46,7 +46,7 @@ TEST(put_get_and_every_key_field_counts) {
     ASSERT(tt_config_equal(&got.config, &r.config));
     ASSERT_EQ(clock_reads, 0); /* entries that never expire skip the clock */
 
-    tt_key v[8];
+    tt_key_v2 v[8];
     for (int i = 0; i < 8; i++) v[i] = k;
     v[0].dtype = TT_DTYPE_BF16;
     v[1].head_dim = 64;
@@ -67,7 +67,7 @@ TEST(put_get_and_every_key_field_counts) {
     ASSERT(got.tflops == 5);
 
     /* bytes after an id's NUL are not part of the key */
-    tt_key junk = v[5];
+    tt_key_v2 junk = v[5];
     memset(junk.gpu + 5, 'z', TT_ID_MAX - 5);
     ASSERT_EQ(tt__cache_get(c, &junk, fake_clock, &got), 1);
     /* an id without NUL never matches (and is not read past its end) */
@@ -88,7 +88,7 @@ TEST(put_get_and_every_key_field_counts) {
 TEST(expiry) {
     tt__cache *c;
     ASSERT_OK(tt__cache_new(16, &c));
-    tt_key k = key_of(300);
+    tt_key_v2 k = key_of(300);
     tt_lookup_result r = res_of(&k), got;
     fake_now = 1000;
     tt__cache_put(c, &k, &r, 2000);
@@ -107,14 +107,14 @@ TEST(bounded_and_recent_entries_stay) {
     tt__cache *c;
     ASSERT_OK(tt__cache_new(100, &c)); /* rounds up to 128 */
     for (int64_t s = 1; s <= 5000; s++) {
-        tt_key k = key_of(s);
+        tt_key_v2 k = key_of(s);
         tt_lookup_result r = res_of(&k);
         tt__cache_put(c, &k, &r, 0);
     }
     int present = 0;
     tt_lookup_result got;
     for (int64_t s = 1; s <= 5000; s++) {
-        tt_key k = key_of(s);
+        tt_key_v2 k = key_of(s);
         if (tt__cache_get(c, &k, fake_clock, &got)) {
             present++;
             ASSERT_EQ(got.seqlen_q, s);
@@ -123,7 +123,7 @@ TEST(bounded_and_recent_entries_stay) {
     ASSERT(present <= 128);
     ASSERT(present >= 100); /* every set ends full */
     /* the last insert is always there */
-    tt_key k = key_of(5000);
+    tt_key_v2 k = key_of(5000);
     ASSERT_EQ(tt__cache_get(c, &k, fake_clock, &got), 1);
     tt__cache_free(c);
 }
@@ -139,7 +139,7 @@ static void *writer(void *arg) {
     unsigned x = 1;
     while (!atomic_load(&stop_flag)) {
         x = x * 1103515245 + 12345;
-        tt_key k = key_of(1 + (x >> 8) % 40);
+        tt_key_v2 k = key_of(1 + (x >> 8) % 40);
         tt_lookup_result r = res_of(&k);
         tt__cache_put(shared, &k, &r, 0);
         if ((x & 1023) == 0) tt__cache_clear(shared);
@@ -150,7 +150,7 @@ static void *writer(void *arg) {
 static void *reader(void *arg) {
     long n = 0;
     for (int i = 0; i < 400000; i++) {
-        tt_key k = key_of(1 + (i * 7 + (int)(intptr_t)arg) % 40);
+        tt_key_v2 k = key_of(1 + (i * 7 + (int)(intptr_t)arg) % 40);
         tt_lookup_result got;
         if (tt__cache_get(shared, &k, fake_clock, &got)) {
             n++;
@@ -194,7 +194,7 @@ TEST(child_forked_during_writes_can_use_the_cache) {
             alarm(2); /* a hang ends as SIGALRM */
             tt__cache_after_fork(shared);
             for (int i = 1; i <= 40; i++) {
-                tt_key k = key_of(i);
+                tt_key_v2 k = key_of(i);
                 tt_lookup_result r = res_of(&k), got;
                 tt__cache_put(shared, &k, &r, 0);
                 if (!tt__cache_get(shared, &k, fake_clock, &got) || got.seqlen_q != i) _exit(1);
@@ -214,7 +214,7 @@ TEST(child_forked_during_writes_can_use_the_cache) {
 TEST(hit_cost) {
     tt__cache *c;
     ASSERT_OK(tt__cache_new(1024, &c));
-    tt_key k = key_of(4096);
+    tt_key_v2 k = key_of(4096);
     tt_lookup_result r = res_of(&k), got;
     tt__cache_put(c, &k, &r, 0);
     struct timespec t0, t1;

@@ -28,7 +28,7 @@ static const char *canned(fake_daemon *f, const char *line) {
     }
     if (strcmp(line, "TUNE stale=1") == 0) return "ERR notfound no stale keys: every tuned key is for kernel revision ab12\n";
     if (strncmp(line, "TUNE ", 5) == 0) {
-        if (strstr(line, "dtype=bf16")) return "ERR permission TUNE needs root, the daemon's user or group tiletune\n";
+        if (strstr(line, "dtype=bf16") || strstr(line, "gpu=dead")) return "ERR permission TUNE needs root, the daemon's user or group tiletune\n";
         return "OK job=17 keys=8\n";
     }
     if (strcmp(line, "JOBS") == 0)
@@ -270,6 +270,49 @@ TEST(lookup_human_and_json) {
     ASSERT_STREQ(json_string_value(json_object_get(j, "config_text")), CFG);
     ASSERT_EQ(json_integer_value(json_object_get(j, "seqlen_q")), 9);
     json_decref(j);
+    fake_stop(f);
+}
+
+TEST(inference_keys_and_grid) {
+    fake_daemon *f = fake_start(FAKE_SERVE, canned);
+    cli_result r;
+    /* refused (gpu=dead), so the TUNE line is the last one sent */
+    cli(&r, "--socket", f->path, "tune", "--inference-grid", "--mode", "fast", "--gpu", "dead", NULL);
+    ASSERT_EQ(r.rc, 1);
+    pthread_mutex_lock(&f->lock);
+    ASSERT_STREQ(f->last, "TUNE grid=inference mode=fast gpu=dead");
+    pthread_mutex_unlock(&f->lock);
+    cli(&r, "--socket", f->path, "tune", "--seqlen", "1,8", "--seqlen-k", "32768", "--hdim", "128", "--dtype",
+        "fp16", "--causal=bottom-right", "--group", "1,4,8", "--gpu", "dead", NULL);
+    ASSERT_EQ(r.rc, 1);
+    pthread_mutex_lock(&f->lock);
+    ASSERT_STREQ(f->last, "TUNE dtype=fp16 hdim=128 causal=2 seqlen=1,8 gpu=dead seqlen_k=32768 group=1,4,8");
+    pthread_mutex_unlock(&f->lock);
+    cli(&r, "--socket", f->path, "tune", "--seqlen", "8", "--hdim", "128", "--dtype", "fp16", "--causal=0,2",
+        "--gpu", "dead", NULL);
+    pthread_mutex_lock(&f->lock);
+    ASSERT_STREQ(f->last, "TUNE dtype=fp16 hdim=128 causal=0,2 seqlen=8 gpu=dead");
+    pthread_mutex_unlock(&f->lock);
+    cli(&r, "--socket", f->path, "lookup", "--seqlen", "8", "--seqlen-k", "32768", "--hdim", "128", "--dtype",
+        "bf16", "--causal=bottom-right", "--group", "8", NULL);
+    ASSERT_EQ(r.rc, 0);
+    pthread_mutex_lock(&f->lock);
+    ASSERT_STREQ(f->last, "LOOKUP dtype=bf16 hdim=128 causal=2 seqlen_q=8 seqlen_k=32768 group=8");
+    pthread_mutex_unlock(&f->lock);
+    const char *bad[][12] = {
+        {"tune", "--inference-grid", "--seqlen", "8", NULL},
+        {"tune", "--inference-grid", "--default-grid", NULL},
+        {"tune", "--seqlen", "8", "--hdim", "128", "--dtype", "fp16", "--causal=3", NULL},
+        {"tune", "--seqlen", "8", "--hdim", "128", "--dtype", "fp16", "--group", "0", NULL},
+        {"tune", "--seqlen", "8", "--hdim", "128", "--dtype", "fp16", "--seqlen-k", "0", NULL},
+        {"lookup", "--seqlen", "8", "--hdim", "128", "--dtype", "fp16", "--group", "300", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *const *a = bad[i];
+        cli(&r, "--socket", f->path, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
+            NULL);
+        if (r.rc != 2) TT_FAIL_AT("case %zu: rc %d (%s)", i, r.rc, r.err);
+    }
     fake_stop(f);
 }
 

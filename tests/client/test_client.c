@@ -33,8 +33,11 @@ static const char *tuned(fake_daemon *f, const char *line) {
     const char *q = strstr(line, "seqlen_q="), *k = strstr(line, "seqlen_k=");
     long long sq = q ? atoll(q + 9) : 0, sk = k ? atoll(k + 9) : 0;
     const char *match = strstr(line, "hdim=96") ? "nearest" : "exact";
-    snprintf(buf, sizeof buf, "OK match=%s config=" CFG " seqlen_q=%lld seqlen_k=%lld tflops=312.5\n",
-             match, sq, sk);
+    const char *g = strstr(line, " group=");
+    char group[32] = ""; /* the key's group echoed, as a record of that group would */
+    if (g) snprintf(group, sizeof group, " group=%ld", atol(g + 7));
+    snprintf(buf, sizeof buf, "OK match=%s config=" CFG " seqlen_q=%lld seqlen_k=%lld%s tflops=312.5\n",
+             match, sq, sk, group);
     return buf;
 }
 
@@ -102,6 +105,51 @@ static void fallback_within_timeout(fake_mode mode) {
 
 TEST(daemon_that_never_accepts) { fallback_within_timeout(FAKE_NO_ACCEPT); }
 TEST(daemon_that_never_answers) { fallback_within_timeout(FAKE_ACCEPT_MUTE); }
+
+/* tt_lookup_v2 sends the group and takes the answering record's back;
+ * each group is its own cache entry, and tt_lookup asks for group 1. */
+TEST(group_travels_both_ways_and_splits_the_cache) {
+    fake_daemon *f = fake_start(FAKE_SERVE, tuned);
+    tt_client *c;
+    ASSERT_OK(tt_client_open(f->path, 1000, &c));
+    tt_key_v2 k;
+    memset(&k, 0, sizeof k);
+    k.dtype = TT_DTYPE_BF16;
+    k.head_dim = 128;
+    k.causal = TT_CAUSAL_BOTTOM_RIGHT;
+    k.seqlen_q = 8;
+    k.seqlen_k = 32768;
+    k.group = 8;
+    tt_lookup_result r;
+    ASSERT_OK(tt_lookup_v2(c, &k, &r));
+    ASSERT_EQ(r.group, 8);
+    pthread_mutex_lock(&f->lock);
+    ASSERT_STREQ(f->last, "LOOKUP dtype=bf16 hdim=128 causal=2 seqlen_q=8 seqlen_k=32768 group=8");
+    pthread_mutex_unlock(&f->lock);
+    k.group = 4;
+    ASSERT_OK(tt_lookup_v2(c, &k, &r));
+    ASSERT_EQ(r.group, 4);
+    ASSERT_EQ(atomic_load(&f->nlookup), 2);
+    k.group = 8;
+    ASSERT_OK(tt_lookup_v2(c, &k, &r)); /* cached */
+    ASSERT_EQ(r.group, 8);
+    ASSERT_EQ(atomic_load(&f->nlookup), 2);
+    tt_key k1;
+    memset(&k1, 0, sizeof k1);
+    k1.dtype = TT_DTYPE_BF16;
+    k1.head_dim = 128;
+    k1.causal = TT_CAUSAL_BOTTOM_RIGHT;
+    k1.seqlen_q = 8;
+    k1.seqlen_k = 32768;
+    ASSERT_OK(tt_lookup(c, &k1, &r));
+    ASSERT_EQ(r.group, 1);
+    pthread_mutex_lock(&f->lock);
+    ASSERT_STREQ(f->last, "LOOKUP dtype=bf16 hdim=128 causal=2 seqlen_q=8 seqlen_k=32768");
+    pthread_mutex_unlock(&f->lock);
+    ASSERT_EQ(atomic_load(&f->nlookup), 3);
+    tt_client_close(c);
+    fake_stop(f);
+}
 
 TEST(answer_parsed_and_cached) {
     fake_daemon *f = fake_start(FAKE_SERVE, tuned);

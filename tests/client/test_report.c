@@ -17,9 +17,9 @@ static const double times[] = {0.5, 0.4, 0.3125, 0.25}; /* winners: 200, 250, 32
 
 /* A block_n other than the built-in default's: the winners are not the default. */
 static int other_block_n(int64_t s, int k) {
-    tt_key key = {.seqlen_q = s, .seqlen_k = s, .head_dim = 128, .dtype = TT_DTYPE_FP16};
+    tt_key_v2 key = {.seqlen_q = s, .seqlen_k = s, .head_dim = 128, .dtype = TT_DTYPE_FP16};
     tt_config d;
-    ASSERT_OK(tt_config_default(&key, &d));
+    ASSERT_OK(tt_config_default_v2(&key, &d));
     static const int bns[] = {32, 64, 128};
     for (int i = 0; i < 3; i++)
         if (bns[i] != d.block_n && k-- == 0) return bns[i];
@@ -38,7 +38,7 @@ static size_t make_table(tt_fleet_rec *out, int changed) {
         tt_fleet_rec d = fu_rec(0, seqlens[i], 64, 1.0, "node-a");
         d.kind = TT_FLEET_MEASUREMENT;
         d.rec.tflops = 100;
-        ASSERT_OK(tt_config_default(&d.rec.key, &d.rec.config));
+        ASSERT_OK(tt_config_default_v2(&d.rec.key, &d.rec.config));
         out[n++] = d;
         tt_fleet_rec g = d;
         g.rec.config.family = TT_FAMILY_WGMMA;

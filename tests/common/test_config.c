@@ -1,3 +1,4 @@
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/config.h"
@@ -107,21 +108,21 @@ TEST(knob_table_walks_every_field) {
 TEST(defaults_exist_for_every_supported_key) {
     int dims[] = {32, 64, 96, 128, 256};
     for (int i = 0; i < 5; i++) {
-        tt_key k;
+        tt_key_v2 k;
         memset(&k, 0, sizeof k);
         k.head_dim = dims[i];
         k.seqlen_q = k.seqlen_k = 1024;
         tt_config c;
-        ASSERT_OK(tt_config_default(&k, &c));
+        ASSERT_OK(tt_config_default_v2(&k, &c));
         ASSERT_OK(tt__config_check_ranges(&c, NULL, 0));
     }
-    tt_key k = {.head_dim = 80, .seqlen_q = 1, .seqlen_k = 1};
+    tt_key_v2 k = {.head_dim = 80, .seqlen_q = 1, .seqlen_k = 1};
     tt_config c;
-    ASSERT_EQ(tt_config_default(&k, &c), TT_ERR_UNSUPPORTED);
+    ASSERT_EQ(tt_config_default_v2(&k, &c), TT_ERR_UNSUPPORTED);
 }
 
 TEST(key_check_names_what_is_wrong) {
-    tt_key k;
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.head_dim = 128;
     k.seqlen_q = k.seqlen_k = 4096;
@@ -137,6 +138,130 @@ TEST(key_check_names_what_is_wrong) {
     k.seqlen_k = 1;
     strcpy(k.gpu, "XYZ");
     ASSERT_EQ(tt__key_check(&k, err, sizeof err), TT_ERR_INVAL);
+}
+
+TEST(regimes_split_at_16_query_rows_and_a_4x_longer_cache) {
+    tt_key_v2 k;
+    memset(&k, 0, sizeof k);
+    struct {
+        int64_t q, k;
+        tt__regime want;
+    } cases[] = {
+        {1, 1, TT_REGIME_DECODE},      {1, 131072, TT_REGIME_DECODE}, {16, 16, TT_REGIME_DECODE},
+        {16, 1 << 20, TT_REGIME_DECODE}, {17, 68, TT_REGIME_CHUNK},   {17, 67, TT_REGIME_PREFILL},
+        {512, 2048, TT_REGIME_CHUNK},  {512, 2047, TT_REGIME_PREFILL}, {512, 32768, TT_REGIME_CHUNK},
+        {4096, 4096, TT_REGIME_PREFILL}, {4096, 1024, TT_REGIME_PREFILL},
+        {TT_SEQLEN_MAX / 4, TT_SEQLEN_MAX, TT_REGIME_CHUNK},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        k.seqlen_q = cases[i].q;
+        k.seqlen_k = cases[i].k;
+        if (tt__key_regime(&k) != cases[i].want)
+            TT_FAIL_AT("q %lld k %lld: %s", (long long)k.seqlen_q, (long long)k.seqlen_k,
+                       tt__regime_name(tt__key_regime(&k)));
+    }
+    ASSERT_STREQ(tt__regime_name(TT_REGIME_DECODE), "decode");
+    ASSERT_STREQ(tt__regime_name(TT_REGIME_CHUNK), "chunk");
+    ASSERT_STREQ(tt__regime_name(TT_REGIME_PREFILL), "prefill");
+}
+
+TEST(canonical_keys_fold_equal_masks_and_prefill_groups) {
+    tt_key_v2 k;
+    memset(&k, 0, sizeof k);
+    k.seqlen_q = 1;
+    k.seqlen_k = 4096;
+    k.causal = TT_CAUSAL_BOTTOM_RIGHT;
+    tt__key_canon(&k);
+    ASSERT_EQ(k.causal, TT_CAUSAL_NONE);
+    ASSERT_EQ(k.group, 1); /* 0 reads as 1 */
+    k.causal = TT_CAUSAL_TOP_LEFT; /* one query row sees key 0 only: kept */
+    tt__key_canon(&k);
+    ASSERT_EQ(k.causal, TT_CAUSAL_TOP_LEFT);
+    k.seqlen_q = 8;
+    k.causal = TT_CAUSAL_BOTTOM_RIGHT;
+    k.group = 8;
+    tt__key_canon(&k);
+    ASSERT_EQ(k.causal, TT_CAUSAL_BOTTOM_RIGHT);
+    ASSERT_EQ(k.group, 8);
+    k.seqlen_q = k.seqlen_k = 2048;
+    tt__key_canon(&k);
+    ASSERT_EQ(k.causal, TT_CAUSAL_TOP_LEFT);
+    ASSERT_EQ(k.group, 1); /* prefill */
+}
+
+TEST(key_check_takes_three_causal_values_and_groups_to_256) {
+    tt_key_v2 k;
+    memset(&k, 0, sizeof k);
+    k.head_dim = 128;
+    k.seqlen_q = k.seqlen_k = 64;
+    char err[128];
+    for (int c = 0; c <= 2; c++) {
+        k.causal = c;
+        ASSERT_OK(tt__key_check(&k, err, sizeof err));
+    }
+    k.causal = 3;
+    ASSERT_EQ(tt__key_check(&k, err, sizeof err), TT_ERR_RANGE);
+    ASSERT_CONTAINS(err, "bottom-right");
+    k.causal = 0;
+    k.group = 256;
+    ASSERT_OK(tt__key_check(&k, err, sizeof err));
+    k.group = 257;
+    ASSERT_EQ(tt__key_check(&k, err, sizeof err), TT_ERR_RANGE);
+    k.group = -1;
+    ASSERT_EQ(tt__key_check(&k, err, sizeof err), TT_ERR_RANGE);
+}
+
+TEST(inference_grid_is_the_documented_list) {
+    size_t n = tt__inference_grid(NULL, 0);
+    tt_key_v2 *keys = calloc(n, sizeof *keys);
+    ASSERT(keys != NULL);
+    ASSERT_EQ(tt__inference_grid(keys, n), n);
+    /* 7 seqlen_q x 5 seqlen_k x 3 groups x 2 head dims x 2 dtypes, less
+     * the prefill keys' repeats over groups: seqlen_q 512 over 1k */
+    ASSERT_EQ(n, (size_t)(7 * 5 * 3 - 2) * 2 * 2);
+    size_t per_regime[3] = {0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        char err[128];
+        if (tt__key_check(&keys[i], err, sizeof err) < 0) TT_FAIL_AT("key %zu: %s", i, err);
+        tt_key_v2 c = keys[i];
+        tt__key_canon(&c);
+        ASSERT(memcmp(&c, &keys[i], sizeof c) == 0); /* canonical */
+        ASSERT_EQ(keys[i].causal, keys[i].seqlen_q > 1 ? TT_CAUSAL_BOTTOM_RIGHT : TT_CAUSAL_NONE);
+        per_regime[tt__key_regime(&keys[i])]++;
+        for (size_t j = 0; j < i; j++)
+            if (memcmp(&keys[i], &keys[j], sizeof keys[i]) == 0) TT_FAIL_AT("key %zu repeats %zu", i, j);
+    }
+    ASSERT_EQ(per_regime[TT_REGIME_DECODE], (size_t)5 * 5 * 3 * 4);
+    ASSERT_EQ(per_regime[TT_REGIME_PREFILL], (size_t)1 * 4);
+    free(keys);
+}
+
+TEST(defaults_route_through_the_regime) {
+    /* one table per regime and arch; today every regime has the same
+     * rows, and both causal alignments take the causal row */
+    tt_key_v2 k;
+    memset(&k, 0, sizeof k);
+    k.head_dim = 128;
+    tt_config pre, dec, chunk, br;
+    k.seqlen_q = k.seqlen_k = 4096;
+    ASSERT_OK(tt_config_default_v2(&k, &pre));
+    k.seqlen_q = 1;
+    k.seqlen_k = 32768;
+    ASSERT_OK(tt_config_default_v2(&k, &dec));
+    k.seqlen_q = 512;
+    ASSERT_OK(tt_config_default_v2(&k, &chunk));
+    ASSERT(tt_config_equal(&pre, &dec) && tt_config_equal(&pre, &chunk));
+    k.causal = TT_CAUSAL_TOP_LEFT;
+    ASSERT_OK(tt_config_default_v2(&k, &pre));
+    k.causal = TT_CAUSAL_BOTTOM_RIGHT;
+    ASSERT_OK(tt_config_default_v2(&k, &br));
+    ASSERT(tt_config_equal(&pre, &br));
+    tt_key k1;
+    tt__key_to_v1(&k, &k1);
+    ASSERT_OK(tt_config_default(&k1, &dec));
+    ASSERT(tt_config_equal(&dec, &br));
+    ASSERT_OK(tt__config_default_sm90(&k1, &dec));
+    ASSERT_EQ(dec.family, TT_FAMILY_WGMMA);
 }
 
 TEST(strerror_names_every_code) {

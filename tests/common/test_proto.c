@@ -50,7 +50,7 @@ TEST(key_fields_round_trip) {
     tt__msg m;
     const char *err;
     char e[128];
-    tt_key k, back;
+    tt_key_v2 k, back;
     ASSERT_OK(parse("LOOKUP dtype=bf16 hdim=64 causal=1 seqlen_q=17 gpu=00ff", &m, &err));
     ASSERT_OK(tt__key_from_msg(&m, &k, e, sizeof e));
     ASSERT_EQ(k.seqlen_k, 17);
@@ -62,11 +62,38 @@ TEST(key_fields_round_trip) {
     ASSERT_OK(memcmp(&k, &back, sizeof k));
 }
 
+TEST(group_and_bottom_right_round_trip_and_canonicalize) {
+    tt__msg m;
+    const char *err;
+    char e[128], line[256] = "LOOKUP ";
+    tt_key_v2 k, back;
+    ASSERT_OK(parse("LOOKUP dtype=bf16 hdim=128 causal=2 seqlen_q=8 seqlen_k=32768 group=8", &m, &err));
+    ASSERT_OK(tt__key_from_msg(&m, &k, e, sizeof e));
+    ASSERT_EQ(k.causal, 2);
+    ASSERT_EQ(k.group, 8);
+    ASSERT(tt__key_format(&k, line + 7, sizeof line - 7) > 0);
+    ASSERT_CONTAINS(line, " group=8");
+    ASSERT_OK(parse(line, &m, &err));
+    ASSERT_OK(tt__key_from_msg(&m, &back, e, sizeof e));
+    ASSERT_OK(memcmp(&k, &back, sizeof k));
+    /* group 1 is left off the line: what a daemon without groups reads */
+    k.group = 1;
+    ASSERT(tt__key_format(&k, line + 7, sizeof line - 7) > 0);
+    ASSERT(strstr(line, "group") == NULL);
+    /* parsed keys are canonical */
+    ASSERT_OK(parse("LOOKUP dtype=bf16 hdim=128 causal=2 seqlen_q=1 seqlen_k=32768", &m, &err));
+    ASSERT_OK(tt__key_from_msg(&m, &k, e, sizeof e));
+    ASSERT_EQ(k.causal, 0);
+    ASSERT_OK(parse("LOOKUP dtype=bf16 hdim=128 seqlen_q=4096 group=8", &m, &err));
+    ASSERT_OK(tt__key_from_msg(&m, &k, e, sizeof e));
+    ASSERT_EQ(k.group, 1);
+}
+
 TEST(key_errors_name_the_field) {
     tt__msg m;
     const char *err;
     char e[128];
-    tt_key k;
+    tt_key_v2 k;
     struct {
         const char *line, *want;
         int rc;
@@ -77,7 +104,9 @@ TEST(key_errors_name_the_field) {
         {"LOOKUP dtype=fp16 hdim=64 seqlen_q=0", "seqlen_q", TT_ERR_RANGE},
         {"LOOKUP dtype=fp16 hdim=64 seqlen_q=1x", "seqlen_q", TT_ERR_INVAL},
         {"LOOKUP dtype=fp16 hdim=64 seqlen_q=99999999999999999999", "seqlen_q", TT_ERR_RANGE},
-        {"LOOKUP dtype=fp16 hdim=64 seqlen_q=4 causal=2", "causal", TT_ERR_RANGE},
+        {"LOOKUP dtype=fp16 hdim=64 seqlen_q=4 causal=3", "causal", TT_ERR_RANGE},
+        {"LOOKUP dtype=fp16 hdim=64 seqlen_q=4 group=0", "group", TT_ERR_RANGE},
+        {"LOOKUP dtype=fp16 hdim=64 seqlen_q=4 group=257", "group", TT_ERR_RANGE},
         {"LOOKUP dtype=fp16 hdim=64 seqlen_q=4 rev=xyz", "rev", TT_ERR_INVAL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

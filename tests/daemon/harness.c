@@ -263,7 +263,7 @@ void td_fake_gpu(char out[TT_ID_MAX]) {
     tt_gpu_fingerprint("Fake GPU", 9, 0, 132, 1000000000LL, out);
 }
 
-void td_seed(const char *db, const tt_key *key, const tt_config *cfg, double tflops) {
+void td_seed(const char *db, const tt_key_v2 *key, const tt_config *cfg, double tflops) {
     tt_store *s;
     char err[256];
     if (tt_store_open(db, &s, err, sizeof err) < 0) TT_FAIL_AT("open %s: %s", db, err);
@@ -318,7 +318,7 @@ static int find_failed(void *ud, const tt_config *cfg, tt_meas_status st) {
     return 0;
 }
 
-int td_failed_status(const char *db, const tt_key *key, const char *cfg) {
+int td_failed_status(const char *db, const tt_key_v2 *key, const char *cfg) {
     tt_store *s;
     char err[256];
     failed_find f = {.st = TT_MEAS_OK};

@@ -59,10 +59,10 @@ const char *td_field(const char *line, const char *key, char *out, size_t cap);
 /* Writes a winner into the database file through the store API, as a
  * measurement of `key` (gpu/rev set) with `tflops`; registers the GPU and
  * revision first. */
-void td_seed(const char *db, const tt_key *key, const tt_config *cfg, double tflops);
+void td_seed(const char *db, const tt_key_v2 *key, const tt_config *cfg, double tflops);
 /* How the store recorded config `cfg` (canonical text) as failed for `key`
  * (tt_store_failed_configs): wrong, fault or timeout; TT_MEAS_OK if not. */
-int td_failed_status(const char *db, const tt_key *key, const char *cfg);
+int td_failed_status(const char *db, const tt_key_v2 *key, const char *cfg);
 /* A GPU fingerprint made by the store's rule for a fake GPU. */
 void td_fake_gpu(char out[TT_ID_MAX]);
 

@@ -20,8 +20,8 @@
 #define CFG_A "family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1"
 #define CFG_B "family=mma,block_m=128,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=0"
 
-static tt_key mkkey(const char *gpu, const char *rev, int64_t seqlen) {
-    tt_key k;
+static tt_key_v2 mkkey(const char *gpu, const char *rev, int64_t seqlen) {
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.dtype = TT_DTYPE_FP16;
     k.head_dim = 128;
@@ -36,7 +36,7 @@ TEST(cli_against_the_daemon) {
     td_init(&t);
     char gpu[TT_ID_MAX];
     td_fake_gpu(gpu);
-    tt_key k = mkkey(gpu, REV, 2048);
+    tt_key_v2 k = mkkey(gpu, REV, 2048);
     tt_config a;
     ASSERT_OK(tt_config_parse(CFG_A, &a));
     td_seed(t.db, &k, &a, 222.0);
@@ -80,7 +80,7 @@ TEST(libtiletune_lookup_against_the_daemon) {
     td_init(&t);
     char gpu[TT_ID_MAX];
     td_fake_gpu(gpu);
-    tt_key k = mkkey(gpu, REV, 512);
+    tt_key_v2 k = mkkey(gpu, REV, 512);
     tt_config a, b;
     ASSERT_OK(tt_config_parse(CFG_A, &a));
     ASSERT_OK(tt_config_parse(CFG_B, &b));
@@ -92,22 +92,22 @@ TEST(libtiletune_lookup_against_the_daemon) {
     ASSERT_OK(tt_client_open(t.sock, 2000, &c));
     tt_lookup_result res;
     k = mkkey(gpu, REV, 512);
-    ASSERT_EQ(tt_lookup(c, &k, &res), 0);
+    ASSERT_EQ(tt_lookup_v2(c, &k, &res), 0);
     ASSERT_EQ(res.match, TT_MATCH_EXACT);
     ASSERT(tt_config_equal(&res.config, &a));
     ASSERT(res.tflops > 99.9 && res.tflops < 100.1);
     k = mkkey(gpu, REV, 6000);
-    ASSERT_EQ(tt_lookup(c, &k, &res), 0);
+    ASSERT_EQ(tt_lookup_v2(c, &k, &res), 0);
     ASSERT_EQ(res.match, TT_MATCH_NEAREST);
     ASSERT_EQ(res.seqlen_q, 8192);
     ASSERT(tt_config_equal(&res.config, &b));
     k = mkkey(gpu, "beef", 512);
-    ASSERT_EQ(tt_lookup(c, &k, &res), 0);
+    ASSERT_EQ(tt_lookup_v2(c, &k, &res), 0);
     ASSERT_EQ(res.match, TT_MATCH_DEFAULT);
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
     /* daemon gone: the built-in default, flagged as a fallback */
     k = mkkey(gpu, REV, 777);
-    ASSERT_EQ(tt_lookup(c, &k, &res), TT_FALLBACK);
+    ASSERT_EQ(tt_lookup_v2(c, &k, &res), TT_FALLBACK);
     ASSERT_EQ(res.match, TT_MATCH_DEFAULT);
     tt_client_close(c);
 }
@@ -120,7 +120,7 @@ TEST(lookup_after_the_daemon_closed_an_idle_connection) {
     td_init(&t);
     char gpu[TT_ID_MAX];
     td_fake_gpu(gpu);
-    tt_key k = mkkey(gpu, REV, 512);
+    tt_key_v2 k = mkkey(gpu, REV, 512);
     tt_config a;
     ASSERT_OK(tt_config_parse(CFG_A, &a));
     td_seed(t.db, &k, &a, 100.0);
@@ -132,12 +132,12 @@ TEST(lookup_after_the_daemon_closed_an_idle_connection) {
     ASSERT_OK(tt_client_open(t.sock, 2000, &c));
     tt_lookup_result res;
     k = mkkey(gpu, REV, 512);
-    ASSERT_EQ(tt_lookup(c, &k, &res), 0);
+    ASSERT_EQ(tt_lookup_v2(c, &k, &res), 0);
     ASSERT_EQ(res.match, TT_MATCH_EXACT);
     struct timespec nap = {2, 500000000}; /* past the idle time-out and the linger */
     nanosleep(&nap, NULL);
     k = mkkey(gpu, REV, 1024);
-    ASSERT_EQ(tt_lookup(c, &k, &res), 0);
+    ASSERT_EQ(tt_lookup_v2(c, &k, &res), 0);
     ASSERT_EQ(res.match, TT_MATCH_EXACT);
     ASSERT(res.tflops > 199.9 && res.tflops < 200.1);
     tt_client_stats st;
@@ -168,9 +168,9 @@ TEST(results_from_a_worker_reach_the_library) {
     if (!done) TT_FAIL_AT("job never finished: %s", r.out);
     tt_client *c;
     ASSERT_OK(tt_client_open(t.sock, 2000, &c));
-    tt_key k = mkkey("", "", 1024); /* the daemon's own GPU and revision */
+    tt_key_v2 k = mkkey("", "", 1024); /* the daemon's own GPU and revision */
     tt_lookup_result res;
-    ASSERT_EQ(tt_lookup(c, &k, &res), 0);
+    ASSERT_EQ(tt_lookup_v2(c, &k, &res), 0);
     ASSERT_EQ(res.match, TT_MATCH_EXACT);
     tt_config b;
     ASSERT_OK(tt_config_parse(CFG_B, &b));

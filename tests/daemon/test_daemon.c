@@ -15,6 +15,7 @@
 #include "harness.h"
 #include "common/proto.h"
 #include "tuner/store/store.h"
+#include "common/key.h"
 #include "tt_test.h"
 
 #define REV "00c0ffee"
@@ -31,8 +32,8 @@ static tt_config cfg_b(void) {
     return c;
 }
 
-static tt_key mkkey(const char *gpu, int hdim, int64_t sq, int64_t sk) {
-    tt_key k;
+static tt_key_v2 mkkey(const char *gpu, int hdim, int64_t sq, int64_t sk) {
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.dtype = TT_DTYPE_FP16;
     k.head_dim = hdim;
@@ -45,7 +46,7 @@ static tt_key mkkey(const char *gpu, int hdim, int64_t sq, int64_t sk) {
 
 static void seed_two(const td *t, char gpu[TT_ID_MAX]) {
     td_fake_gpu(gpu);
-    tt_key k = mkkey(gpu, 128, 512, 512);
+    tt_key_v2 k = mkkey(gpu, 128, 512, 512);
     tt_config a = cfg_a(), b = cfg_b();
     td_seed(t->db, &k, &a, 150.5);
     k = mkkey(gpu, 128, 4096, 4096);
@@ -163,7 +164,8 @@ TEST(every_malformed_class_gets_err_and_daemon_goes_on) {
         {"LOOKUP dtype=fp16 hdim=128 seqlen_q=99999999999999999999999", 0, "range"},
         {"LOOKUP dtype=fp16 hdim=128 seqlen_q=12x", 0, "range"},             /* not a number */
         {"LOOKUP dtype=fp16 hdim=abc seqlen_q=1", 0, "range"},
-        {"LOOKUP dtype=fp16 hdim=128 causal=2 seqlen_q=1", 0, "range"},
+        {"LOOKUP dtype=fp16 hdim=128 causal=3 seqlen_q=1", 0, "range"},
+        {"LOOKUP dtype=fp16 hdim=128 group=0 seqlen_q=1", 0, "range"},
         {"LOOKUP dtype=fp32 hdim=128 seqlen_q=1", 0, "unsupported"},        /* dtype */
         {"LOOKUP dtype=fp16 hdim=48 seqlen_q=1", 0, "unsupported"},         /* head_dim */
         {"LOOKUP dtype=fp16 hdim=128 seqlen_q=1 gpu=XYZ", 0, "field"},
@@ -181,6 +183,10 @@ TEST(every_malformed_class_gets_err_and_daemon_goes_on) {
         {"TUNE dtype=fp16 hdim=63 seqlen=1", 0, "unsupported"},
         {"TUNE dtype=fp16 hdim=64 seqlen=128 mode=lazy", 0, "unsupported"},
         {"TUNE dtype=fp16 hdim=64", 0, "field"},
+        {"TUNE dtype=fp16 hdim=64 seqlen=1 causal=3", 0, "range"},
+        {"TUNE dtype=fp16 hdim=64 seqlen=1 group=0", 0, "range"},
+        {"TUNE grid=training", 0, "unsupported"},
+        {"TUNE grid=inference dtype=fp16", 0, "field"},
         {"CANCEL job=999", 0, "notfound"},
         {"CANCEL job=-3", 0, "range"},
     };
@@ -336,6 +342,32 @@ TEST(restart_after_kill9_loses_nothing) {
     ASSERT_STREQ(td_field(line, "state", v, sizeof v), "queued");
     ASSERT_STREQ(td_field(line, "keys", v, sizeof v), "12");
     ASSERT_CONTAINS(td_req(fd, "STATUS"), "jobs_queued=1");
+    close(fd);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
+}
+
+TEST(tune_queues_the_inference_grid_and_group_lists) {
+    td t;
+    td_init(&t);
+    char gpu[TT_ID_MAX], v[64];
+    seed_two(&t, gpu);
+    td_start(&t, NULL);
+    int fd = td_connect_ok(&t);
+    const char *r = td_req(fd, "TUNE grid=inference mode=fast");
+    ASSERT(strncmp(r, "OK job=", 7) == 0);
+    char keys[16];
+    snprintf(keys, sizeof keys, "%zu", tt__inference_grid(NULL, 0));
+    ASSERT_STREQ(td_field(r, "keys", v, sizeof v), keys);
+    /* lists of groups and causal alignments; equal problems are one key */
+    r = td_req(fd, "TUNE dtype=bf16 hdim=128 seqlen=1,2048 seqlen_k=4096,2048 causal=0,2 group=1,4,8");
+    ASSERT(strncmp(r, "OK job=", 7) == 0);
+    /* q=1: k 4096 and 2048 x group 3 (causal 2 folds into 0) = 6;
+     * q=2048 k=4096 (chunk? 4x2048 > 4096: prefill) causal 0, 2 = 2;
+     * q=2048 k=2048 causal 0, 1 = 2 */
+    ASSERT_STREQ(td_field(r, "keys", v, sizeof v), "10");
+    char req[256];
+    snprintf(req, sizeof req, "LOOKUP dtype=bf16 hdim=128 causal=2 seqlen_q=8 seqlen_k=32768 group=8 gpu=%s", gpu);
+    ASSERT_STREQ(td_field(td_req(fd, req), "match", v, sizeof v), "default");
     close(fd);
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
 }

@@ -138,7 +138,7 @@ TEST(a_gpu_that_falls_off_the_bus_is_reported_and_its_key_measured_by_another) {
     close(fd);
     clear_env();
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
-    tt_key k;
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.dtype = TT_DTYPE_FP16;
     k.head_dim = 128;

@@ -188,9 +188,9 @@ TEST(metrics_an_operator_scrapes) {
     char gpu[TT_ID_MAX], want[256];
     td_fake_gpu(gpu);
     tt_config cfg;
-    tt_key k = {.seqlen_q = 512, .seqlen_k = 512, .head_dim = 128, .dtype = TT_DTYPE_FP16};
+    tt_key_v2 k = {.seqlen_q = 512, .seqlen_k = 512, .head_dim = 128, .dtype = TT_DTYPE_FP16};
     snprintf(k.gpu, sizeof k.gpu, "%s", gpu);
-    tt_config_default(&k, &cfg);
+    tt_config_default_v2(&k, &cfg);
     snprintf(k.rev, sizeof k.rev, "00c0ffee");
     td_seed(t.db, &k, &cfg, 100.0);
     k.seqlen_q = k.seqlen_k = 1024;

@@ -124,7 +124,7 @@ TEST(worker_dying_on_a_variant_is_restarted_and_the_variant_recorded) {
     ASSERT_STREQ(td_req(fd, "PING"), "OK pong");
     close(fd);
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
-    tt_key k;
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.dtype = TT_DTYPE_BF16;
     k.head_dim = 64;
@@ -243,7 +243,7 @@ TEST(cancelled_key_is_not_measured_again_after_a_crash) {
     ASSERT_CONTAINS(job_text(fd, 1), "OK job=1 state=cancelled");
     ASSERT_CONTAINS(job_text(fd, 1), "running=0");
     /* the variant it died on is still recorded: that was a real fault */
-    tt_key k;
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.dtype = TT_DTYPE_FP16;
     k.head_dim = 64;

@@ -43,7 +43,7 @@ static tt_fleet_rec fu_rec(int m, int64_t s, int bn, double time_ms, const char 
     r->key.dtype = TT_DTYPE_FP16;
     r->key.head_dim = 128;
     r->key.seqlen_q = r->key.seqlen_k = s;
-    ASSERT_OK(tt_config_default(&r->key, &r->config));
+    ASSERT_OK(tt_config_default_v2(&r->key, &r->config));
     r->config.block_n = bn;
     r->batch = 4;
     r->heads = 16;

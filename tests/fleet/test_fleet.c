@@ -41,6 +41,34 @@ TEST(record_round_trips_through_its_line) {
     ASSERT_STREQ(line, again);
 }
 
+/* Group and bottom-right travel in a table; a key without "group" (a
+ * table from before groups) is group 1, and group 1 is not written. */
+TEST(group_and_bottom_right_round_trip) {
+    tt_fleet_rec a = fu_rec(0, 32768, 64, 0.25, "node-a"), b;
+    a.rec.key.seqlen_q = 8;
+    a.rec.key.causal = 2;
+    a.rec.key.group = 8;
+    a.rec.tflops = tt__sdpa_flops(a.rec.batch, a.rec.heads, 8, 32768, 128, 2) / (a.rec.time_ms * 1e-3) / 1e12;
+    char line[TT_FLEET_LINE_MAX + 1], err[256];
+    int n = tt_fleet_rec_format(&a, line, sizeof line);
+    ASSERT(n > 0);
+    ASSERT_CONTAINS(line, "\"group\":8");
+    ASSERT_OK(tt_fleet_rec_parse(line, (size_t)n, kernel_rule, NOW, &b, err, sizeof err));
+    ASSERT_EQ(b.rec.key.group, 8);
+    ASSERT_EQ(b.rec.key.causal, 2);
+    a.rec.key.group = 1;
+    n = tt_fleet_rec_format(&a, line, sizeof line);
+    ASSERT(strstr(line, "group") == NULL);
+    ASSERT_OK(tt_fleet_rec_parse(line, (size_t)n, kernel_rule, NOW, &b, err, sizeof err));
+    ASSERT_EQ(b.rec.key.group, 1);
+    /* read canonical: bottom-right over one query row is no mask */
+    a.rec.key.seqlen_q = 1;
+    a.rec.tflops = tt__sdpa_flops(a.rec.batch, a.rec.heads, 1, 32768, 128, 2) / (a.rec.time_ms * 1e-3) / 1e12;
+    n = tt_fleet_rec_format(&a, line, sizeof line);
+    ASSERT_OK(tt_fleet_rec_parse(line, (size_t)n, kernel_rule, NOW, &b, err, sizeof err));
+    ASSERT_EQ(b.rec.key.causal, 0);
+}
+
 /* One record line with a field replaced (or added): `edit` is a JSON
  * fragment spliced in place of `from`. */
 static int parse_edited(const char *from, const char *to, char *err, size_t errlen) {
@@ -223,7 +251,7 @@ TEST(a_bad_record_is_reported_and_the_rest_read) {
 
 /* ---- shards ------------------------------------------------------------------ */
 
-static size_t make_grid(tt_key *keys) {
+static size_t make_grid(tt_key_v2 *keys) {
     static const int64_t seqlens[] = {128, 512, 1000, 2048, 4096, 16384, 512 /* a duplicate */};
     static const int hdims[] = {64, 128, 256};
     size_t n = 0;
@@ -231,7 +259,7 @@ static size_t make_grid(tt_key *keys) {
         for (int h = 0; h < 3; h++)
             for (int c = 0; c < 2; c++)
                 for (int s = 0; s < 7; s++) {
-                    tt_key *k = &keys[n++];
+                    tt_key_v2 *k = &keys[n++];
                     memset(k, 0, sizeof *k);
                     k->dtype = (tt_dtype)d;
                     k->head_dim = hdims[h];
@@ -243,7 +271,7 @@ static size_t make_grid(tt_key *keys) {
 }
 
 TEST(shards_are_disjoint_cover_the_grid_and_balance) {
-    tt_key grid[128], part[128], uniq[128];
+    tt_key_v2 grid[128], part[128], uniq[128];
     size_t n = make_grid(grid);
     memcpy(uniq, grid, sizeof grid);
     size_t nu = tt_shard_select(uniq, n, 1, 1);
@@ -257,7 +285,7 @@ TEST(shards_are_disjoint_cover_the_grid_and_balance) {
             memcpy(part, grid, sizeof grid);
             for (size_t i = 0; i < n; i++) {
                 size_t j = (i * 7 + (size_t)idx) % n;
-                tt_key t = part[i];
+                tt_key_v2 t = part[i];
                 part[i] = part[j];
                 part[j] = t;
             }
@@ -366,7 +394,7 @@ TEST(faster_merge_is_order_independent_and_idempotent) {
         else free(content);
     }
     /* the near-tie went to the smaller config text, not to the fastest */
-    ASSERT_CONTAINS(first, "|1024|1024|4|16|0|128|32|");
+    ASSERT_CONTAINS(first, "|1024|1024|1|4|16|0|128|32|");
     /* idempotent: the whole database (gpu, kernel_rev too) stays as it is */
     char db[300];
     snprintf(db, sizeof db, "%s/perm0.db", dir);
@@ -403,15 +431,15 @@ TEST(fill_never_replaces_and_newer_takes_the_later) {
     ASSERT_EQ(c.replaced, 0);
     ASSERT_EQ(c.kept, 2);
     char *after = fu_db_content(db, 1);
-    ASSERT(strncmp(before, after, strlen(before)) == 0 || strstr(after, "|1024|1024|4|16|0|128|64|"));
-    ASSERT_CONTAINS(after, "|1024|1024|4|16|0|128|64|"); /* the slower stays: fill */
+    ASSERT(strncmp(before, after, strlen(before)) == 0 || strstr(after, "|1024|1024|1|4|16|0|128|64|"));
+    ASSERT_CONTAINS(after, "|1024|1024|1|4|16|0|128|64|"); /* the slower stays: fill */
     free(before);
     free(after);
     /* newer: 2048 takes b's later (slower) record, 1024 keeps a's later one */
     c = import_file(db, f2, TT_POLICY_NEWER, 0);
     ASSERT_EQ(c.replaced, 1);
     after = fu_db_content(db, 1);
-    ASSERT_CONTAINS(after, "|2048|2048|4|16|0|128|32|");
+    ASSERT_CONTAINS(after, "|2048|2048|1|4|16|0|128|32|");
     free(after);
     /* faster: 1024 goes to b's 1.0 ms */
     c = import_file(db, f2, TT_POLICY_FASTER, 0);
@@ -531,7 +559,7 @@ TEST(faster_ranks_by_speed_not_by_the_size_of_the_problem_timed) {
         import_file(db, f1, TT_POLICY_FASTER, 0);
         import_file(db, f2, TT_POLICY_FASTER, 0);
         char *content = fu_db_content(db, 1);
-        ASSERT_CONTAINS(content, "|4096|4096|32|16|0|128|64|");
+        ASSERT_CONTAINS(content, "|4096|4096|1|32|16|0|128|64|");
         free(content);
     }
 }
@@ -570,7 +598,8 @@ TEST(implausible_speeds_are_refused) {
 TEST(a_config_is_checked_on_the_arch_of_the_gpu_its_record_names) {
     char err[512];
     tt_fleet_rec a = fu_rec(0, 4096, 64, fu_ms(4096, 200), "n"), b;
-    tt_key k = a.rec.key;
+    tt_key k;
+    tt__key_to_v1(&a.rec.key, &k);
     ASSERT_OK(tt__config_default_sm90(&k, &a.rec.config));
     ASSERT_EQ(a.rec.config.family, TT_FAMILY_WGMMA);
     ASSERT_OK(reparse(&a, &b, err, sizeof err)); /* wgmma on sm_90 */
@@ -651,7 +680,7 @@ TEST(a_key_twice_in_one_table_is_refused) {
     ASSERT_EQ(c.added, 2);
     ASSERT_EQ(c.rejected, 1);
     char *content = fu_db_content(db, 1);
-    ASSERT_CONTAINS(content, "|1024|1024|4|16|0|128|64|"); /* the first, though slower */
+    ASSERT_CONTAINS(content, "|1024|1024|1|4|16|0|128|64|"); /* the first, though slower */
     free(content);
 }
 

@@ -515,7 +515,8 @@ TEST(strict_over_several_files_imports_none_when_the_daemon_refuses_one) {
     /* a wgmma record on an sm_80 model: well-formed, plausible, and only
      * the daemon's arch check refuses it */
     tt_fleet_rec two[2] = {fu_rec(0, 4096, 64, fu_ms(4096, 300), "n"), fu_rec(0, 8192, 64, fu_ms(8192, 200), "n")};
-    tt_key k = two[1].rec.key;
+    tt_key k;
+    tt__key_to_v1(&two[1].rec.key, &k);
     ASSERT_OK(tt__config_default_sm90(&k, &two[1].rec.config));
     two[1].gpu.cc_major = 8;
     tt_gpu_fingerprint(two[1].gpu.name, 8, 0, two[1].gpu.sm_count, two[1].gpu.mem_bytes, two[1].gpu.fingerprint);

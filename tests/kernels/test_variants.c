@@ -390,10 +390,12 @@ TEST(causal_modes) {
     k.causal = 3;
     ASSERT_EQ(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, err, sizeof err), TT_ERR_INVAL);
     ASSERT_CONTAINS(err, "causal");
+    tt_key_v2 k2;
     k.causal = 2;
-    ASSERT_OK(tt__key_check(&k, err, sizeof err));
-    k.causal = 3;
-    ASSERT_EQ(tt__key_check(&k, err, sizeof err), TT_ERR_RANGE);
+    tt__key_from_v1(&k, &k2);
+    ASSERT_OK(tt__key_check(&k2, err, sizeof err));
+    k2.causal = 3;
+    ASSERT_EQ(tt__key_check(&k2, err, sizeof err), TT_ERR_RANGE);
     /* a bottom-right key takes the causal default */
     tt_config c1, c2;
     k.causal = 1;

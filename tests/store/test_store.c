@@ -132,8 +132,8 @@ static void setup_ids(tt_store *s) {
     ASSERT_OK(tt_store_put_rev(s, REV, "test kernel"));
 }
 
-static tt_key key_of(const char *gpu, int64_t seqlen) {
-    tt_key k;
+static tt_key_v2 key_of(const char *gpu, int64_t seqlen) {
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.dtype = TT_DTYPE_FP16;
     k.head_dim = 128;
@@ -157,7 +157,7 @@ static tt_config cfg_of(int block_m, int stages) {
     return c;
 }
 
-static tt_record rec_of(tt_key k, tt_config c, tt_meas_status st, double ms) {
+static tt_record rec_of(tt_key_v2 k, tt_config c, tt_meas_status st, double ms) {
     tt_record r;
     tt_record_init(&r);
     r.key = k;
@@ -197,7 +197,7 @@ TEST(create_then_reopen_keeps_data_and_settings) {
 
     s = open_ok(p);
     tt_record r;
-    tt_key k = key_of(GPU_A, 1024);
+    tt_key_v2 k = key_of(GPU_A, 1024);
     ASSERT_OK(tt_store_get_best(s, &k, &r));
     ASSERT_EQ(r.config.block_m, 128);
     ASSERT_STREQ(r.node, "node-1");
@@ -251,6 +251,7 @@ TEST(concurrent_first_opens_migrate_once) {
  * file: the node's own rows take the model's versions, an imported winner
  * (no measurement) stays '' (not recorded), and new rows keep their own. */
 extern const char tt_schema_sql[];
+extern const char tt_migrate_3_sql[];
 
 TEST(migration_keeps_versions_per_record) {
     const char *p = fresh_path();
@@ -279,7 +280,7 @@ TEST(migration_keeps_versions_per_record) {
     tt_store *s = open_ok(p);
     ASSERT_EQ(raw_int(p, "PRAGMA user_version"), TT_STORE_SCHEMA_VERSION);
     tt_record r;
-    tt_key k = key_of(GPU_A, 1024);
+    tt_key_v2 k = key_of(GPU_A, 1024);
     k.causal = 0;
     ASSERT_OK(tt_store_get_best(s, &k, &r));
     ASSERT_STREQ(r.driver, "580.1");
@@ -297,10 +298,82 @@ TEST(migration_keeps_versions_per_record) {
     cleanup();
 }
 
-/* The step that adds the knob split_ctas, from a version 2 file with rows
- * (version 1's schema plus the released versions-per-record step): every
- * row stays, reads split_ctas 0 (what the families before it ran), and a
- * new winner keeps its non-zero value. */
+/* A version-1 file with a winner, its measurement and a queued key
+ * migrates to groups and bottom-right causal with every row's meaning
+ * kept: group 1, causal as it was, the winner still pointing at its
+ * measurement (a table rebuild under foreign keys could have nulled it). */
+TEST(migrates_a_version_1_database_with_data) {
+    const char *p = fresh_path();
+    raw_exec(p, tt_schema_sql);
+    raw_exec(p,
+             "PRAGMA application_id = 1414816866; PRAGMA user_version = 1;"
+             "INSERT INTO gpu VALUES ('a1b2c3d4e5f60718', 'NVIDIA H200', 9, 0, 132, 1, '', '', '', 1, 1);"
+             "INSERT INTO kernel_rev VALUES ('feedbeef00112233', 'v1 kernel', 1);"
+             "INSERT INTO measurement (id, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads,"
+             " family, block_m, block_n, warps, stages, layout, q_in_regs, time_ms, reps, tflops, measured_at,"
+             " status) VALUES (7, 'a1b2c3d4e5f60718', 'feedbeef00112233', 'fp16', 128, 1, 1024, 1024, 8, 16,"
+             " 0, 128, 64, 4, 2, 1, 0, 0.5, 50, 200.0, 1700000000, 'ok');"
+             "INSERT INTO best (gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads, family,"
+             " block_m, block_n, warps, stages, layout, q_in_regs, time_ms, reps, tflops, measured_at,"
+             " measurement_id) VALUES ('a1b2c3d4e5f60718', 'feedbeef00112233', 'fp16', 128, 1, 1024, 1024,"
+             " 8, 16, 0, 128, 64, 4, 2, 1, 0, 0.5, 50, 200.0, 1700000000, 7);"
+             "INSERT INTO job (id, mode, created_at, updated_at) VALUES (3, 'fast', 1, 1);"
+             "INSERT INTO job_key (job_id, seq, dtype, head_dim, causal, seqlen_q, seqlen_k)"
+             " VALUES (3, 0, 'bf16', 64, 1, 2048, 2048);");
+    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), 1);
+
+    tt_store *s = open_ok(p);
+    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), TT_STORE_SCHEMA_VERSION);
+    /* the winner: same key with group 1, same config, same measurement */
+    tt_key_v2 k = key_of(GPU_A, 1024);
+    k.group = 1;
+    tt_record r;
+    ASSERT_OK(tt_store_get_best(s, &k, &r));
+    ASSERT_EQ(r.key.causal, 1);
+    ASSERT_EQ(r.key.group, 1);
+    ASSERT_EQ(r.config.block_m, 128);
+    ASSERT_EQ(r.config.stages, 2);
+    ASSERT(r.time_ms == 0.5);
+    ASSERT_EQ(raw_int(p, "SELECT measurement_id FROM best"), 7);
+    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM measurement WHERE id = 7 AND gqa_group = 1 AND causal = 1"), 1);
+    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE '%v1%'"), 0);
+    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
+                         " ('measurement_key', 'best_measurement', 'job_key_state')"), 3);
+    /* the queued key is claimed as it was queued */
+    tt_job_claim c;
+    ASSERT_OK(tt_store_job_next_key(s, GPU_A, &c));
+    ASSERT_EQ(c.job_id, 3);
+    ASSERT_EQ(c.key.causal, 1);
+    ASSERT_EQ(c.key.group, 1);
+    ASSERT_EQ(c.key.seqlen_q, 2048);
+    ASSERT_EQ(c.mode, TT_JOB_FAST);
+    /* the new key space: bottom-right and groups are keys of their own */
+    tt_key_v2 br = key_of(GPU_A, 1024);
+    br.causal = 2;
+    br.seqlen_q = 8;
+    br.group = 8;
+    ASSERT_EQ(add(s, rec_of(br, cfg_of(64, 1), TT_MEAS_OK, 0.25)), 1);
+    tt_key_v2 g4 = br;
+    g4.group = 4;
+    ASSERT_EQ(tt_store_get_best(s, &g4, &r), TT_ERR_NOTFOUND);
+    ASSERT_OK(tt_store_get_best(s, &br, &r));
+    ASSERT_EQ(r.key.causal, 2);
+    ASSERT_EQ(r.key.group, 8);
+    ASSERT_OK(tt_store_get_best(s, &k, &r)); /* the old winner is untouched */
+    ASSERT_EQ(r.config.block_m, 128);
+    tt_store_close(s);
+    /* reopening does not migrate again */
+    s = open_ok(p);
+    ASSERT_OK(tt_store_get_best(s, &br, &r));
+    tt_store_close(s);
+    cleanup();
+}
+
+/* The step that adds the knob split_ctas, from a version 3 file with rows
+ * (version 1's schema and the released steps 2 and 3): every row stays,
+ * reads split_ctas 0 (what the families before it ran), and a new winner
+ * keeps its non-zero value. */
 TEST(migration_adds_split_ctas_and_keeps_rows) {
     const char *p = fresh_path();
     char sql[768];
@@ -311,8 +384,9 @@ TEST(migration_adds_split_ctas_and_keeps_rows) {
                 "ALTER TABLE best ADD COLUMN driver TEXT NOT NULL DEFAULT '';"
                 "ALTER TABLE best ADD COLUMN cuda TEXT NOT NULL DEFAULT '';"
                 "ALTER TABLE best ADD COLUMN nvrtc TEXT NOT NULL DEFAULT '';");
+    raw_exec(p, tt_migrate_3_sql);
     snprintf(sql, sizeof sql,
-             "PRAGMA application_id = %d; PRAGMA user_version = 2;"
+             "PRAGMA application_id = %d; PRAGMA user_version = 3;"
              "INSERT INTO gpu VALUES ('%s', 'G', 9, 0, 132, 1, '580.1', '13.0', '13.0', 1, 1);"
              "INSERT INTO kernel_rev VALUES ('%s', '', 1);",
              TT_STORE_APPLICATION_ID, GPU_A, REV);
@@ -332,7 +406,7 @@ TEST(migration_adds_split_ctas_and_keeps_rows) {
     ASSERT_EQ(raw_int(p, "SELECT count(*) FROM measurement WHERE split_ctas = 0"), 1);
     ASSERT_EQ(raw_int(p, "SELECT count(*) FROM best WHERE split_ctas = 0"), 1);
     tt_record r;
-    tt_key k = key_of(GPU_A, 1024);
+    tt_key_v2 k = key_of(GPU_A, 1024);
     k.causal = 0;
     ASSERT_OK(tt_store_get_best(s, &k, &r));
     ASSERT_EQ(r.config.block_m, 128);
@@ -491,7 +565,7 @@ TEST(best_is_the_fastest_ok_measurement) {
     const char *p = fresh_path();
     tt_store *s = open_ok(p);
     setup_ids(s);
-    tt_key k = key_of(GPU_A, 4096);
+    tt_key_v2 k = key_of(GPU_A, 4096);
     ASSERT_EQ(add(s, rec_of(k, cfg_of(128, 2), TT_MEAS_OK, 2.0)), 1);
     ASSERT_EQ(add(s, rec_of(k, cfg_of(64, 2), TT_MEAS_OK, 3.0)), 0);
     /* Faster, but wrong / faulting / skipped: never a winner. */
@@ -524,7 +598,7 @@ TEST(best_is_the_fastest_ok_measurement) {
     ASSERT_OK(tt_store_count_best(s, &n));
     ASSERT_EQ(n, 1);
     /* Other key: nothing. */
-    tt_key other = key_of(GPU_B, 4096);
+    tt_key_v2 other = key_of(GPU_B, 4096);
     ASSERT_EQ(tt_store_get_best(s, &other, &r), TT_ERR_NOTFOUND);
     tt_store_close(s);
     cleanup();
@@ -534,7 +608,7 @@ TEST(optional_fields_round_trip) {
     const char *p = fresh_path();
     tt_store *s = open_ok(p);
     setup_ids(s);
-    tt_key k = key_of(GPU_A, 512);
+    tt_key_v2 k = key_of(GPU_A, 512);
     tt_record in = rec_of(k, cfg_of(64, 2), TT_MEAS_OK, 0.25);
     in.time_min_ms = 0.24;
     in.sm_clock_mhz = 1980;
@@ -601,7 +675,7 @@ TEST(forget_deletes_the_winner_and_keeps_history) {
     const char *p = fresh_path();
     tt_store *s = open_ok(p);
     setup_ids(s);
-    tt_key k = key_of(GPU_A, 2048);
+    tt_key_v2 k = key_of(GPU_A, 2048);
     add(s, rec_of(k, cfg_of(128, 2), TT_MEAS_OK, 1.0));
     int forgot = -1;
     ASSERT_OK(tt_store_forget(s, &k, &forgot));
@@ -623,7 +697,7 @@ TEST(put_best_replaces_unconditionally) {
     const char *p = fresh_path();
     tt_store *s = open_ok(p);
     setup_ids(s);
-    tt_key k = key_of(GPU_B, 8192);
+    tt_key_v2 k = key_of(GPU_B, 8192);
     add(s, rec_of(k, cfg_of(128, 2), TT_MEAS_OK, 1.0));
     tt_record imp = rec_of(k, cfg_of(64, 3), TT_MEAS_OK, 5.0);
     snprintf(imp.node, sizeof imp.node, "node-7");
@@ -705,7 +779,7 @@ TEST(failed_configs_are_the_wrong_fault_and_timeout_ones_of_the_key) {
     const char *p = fresh_path();
     tt_store *s = open_ok(p);
     setup_ids(s);
-    tt_key k = key_of(GPU_A, 1000);
+    tt_key_v2 k = key_of(GPU_A, 1000);
     add(s, rec_of(k, cfg_of(128, 1), TT_MEAS_WRONG, 1.0));
     add(s, rec_of(k, cfg_of(128, 2), TT_MEAS_FAULT, 0));
     /* The same config again, from a worker that died before it said the
@@ -794,7 +868,7 @@ TEST(snapshot_is_a_complete_tiletune_database) {
     cleanup();
 }
 
-static int collect_key(void *ud, const tt_key *k) {
+static int collect_key(void *ud, const tt_key_v2 *k) {
     struct collect *c = ud;
     if (c->n < 16) {
         c->seqlens[c->n] = k->seqlen_q;
@@ -812,7 +886,7 @@ TEST(stale_keys_are_those_tuned_only_by_older_revisions) {
     ASSERT_OK(tt_store_put_rev(s, new_rev, "edited kernel"));
     add(s, rec_of(key_of(GPU_A, 512), cfg_of(64, 2), TT_MEAS_OK, 1.0));  /* old only: stale */
     add(s, rec_of(key_of(GPU_A, 1024), cfg_of(64, 2), TT_MEAS_OK, 1.0)); /* old and new: fresh */
-    tt_key k = key_of(GPU_A, 1024);
+    tt_key_v2 k = key_of(GPU_A, 1024);
     snprintf(k.rev, sizeof k.rev, "%s", new_rev);
     add(s, rec_of(k, cfg_of(64, 2), TT_MEAS_OK, 1.0));
     add(s, rec_of(key_of(GPU_B, 2048), cfg_of(64, 2), TT_MEAS_OK, 1.0)); /* other GPU, stale */
@@ -833,8 +907,8 @@ TEST(stale_keys_are_those_tuned_only_by_older_revisions) {
 
 /* ---- the job queue ------------------------------------------------------- */
 
-static tt_key job_key(const char *gpu, int64_t seqlen) {
-    tt_key k = key_of(gpu, seqlen);
+static tt_key_v2 job_key(const char *gpu, int64_t seqlen) {
+    tt_key_v2 k = key_of(gpu, seqlen);
     k.rev[0] = '\0';
     return k;
 }
@@ -848,7 +922,7 @@ static int count_jobs(void *ud, const tt_job_info *j) {
 TEST(job_queue_runs_keys_in_order_and_settles) {
     const char *p = fresh_path();
     tt_store *s = open_ok(p);
-    tt_key keys[3] = {job_key("", 512), job_key("", 1024), job_key("", 512)}; /* a duplicate */
+    tt_key_v2 keys[3] = {job_key("", 512), job_key("", 1024), job_key("", 512)}; /* a duplicate */
     int64_t id = 0, id2 = 0;
     ASSERT_OK(tt_store_job_create(s, keys, 3, TT_JOB_FAST, 4, 16, &id));
     ASSERT(id > 0);
@@ -915,7 +989,7 @@ TEST(job_queue_runs_keys_in_order_and_settles) {
 TEST(job_create_validates) {
     const char *p = fresh_path();
     tt_store *s = open_ok(p);
-    tt_key k = job_key("", 512);
+    tt_key_v2 k = job_key("", 512);
     int64_t id = -5;
     ASSERT_EQ(tt_store_job_create(s, &k, 0, TT_JOB_FAST, 0, 0, &id), TT_ERR_INVAL);
     ASSERT_EQ(tt_store_job_create(s, &k, 1, (tt_job_mode)7, 0, 0, &id), TT_ERR_INVAL);
@@ -930,7 +1004,7 @@ TEST(job_create_validates) {
     cleanup();
 }
 
-static int collect_states(void *ud, int32_t seq, const tt_key *k, tt_jkey_state st) {
+static int collect_states(void *ud, int32_t seq, const tt_key_v2 *k, tt_jkey_state st) {
     (void)k;
     ((tt_jkey_state *)ud)[seq] = st;
     return 0;
@@ -939,7 +1013,7 @@ static int collect_states(void *ud, int32_t seq, const tt_key *k, tt_jkey_state 
 TEST(cancel_stops_pending_keys_and_only_live_jobs) {
     const char *p = fresh_path();
     tt_store *s = open_ok(p);
-    tt_key keys[3] = {job_key("", 128), job_key("", 256), job_key("", 512)};
+    tt_key_v2 keys[3] = {job_key("", 128), job_key("", 256), job_key("", 512)};
     int64_t id = 0;
     ASSERT_OK(tt_store_job_create(s, keys, 3, TT_JOB_EXHAUSTIVE, 0, 0, &id));
     tt_job_claim c;
@@ -970,7 +1044,7 @@ TEST(cancel_stops_pending_keys_and_only_live_jobs) {
 TEST(next_key_honours_the_gpu_filter) {
     const char *p = fresh_path();
     tt_store *s = open_ok(p);
-    tt_key keys[2] = {job_key(GPU_B, 128), job_key("", 256)};
+    tt_key_v2 keys[2] = {job_key(GPU_B, 128), job_key("", 256)};
     int64_t id = 0;
     ASSERT_OK(tt_store_job_create(s, keys, 2, TT_JOB_FAST, 0, 0, &id));
     tt_job_claim c;
@@ -989,7 +1063,7 @@ TEST(next_key_honours_the_gpu_filter) {
 TEST(recovery_after_kill_9_requeues_the_claimed_key) {
     const char *p = fresh_path();
     tt_store *s = open_ok(p);
-    tt_key keys[2] = {job_key("", 1024), job_key("", 2048)};
+    tt_key_v2 keys[2] = {job_key("", 1024), job_key("", 2048)};
     int64_t id = 0;
     ASSERT_OK(tt_store_job_create(s, keys, 2, TT_JOB_FAST, 0, 0, &id));
     tt_store_close(s);
@@ -1067,7 +1141,7 @@ TEST(reader_is_not_blocked_by_an_open_write_transaction) {
     sqlite3_close(db);
 
     /* A winner is visible to another connection once add returns. */
-    tt_key k = key_of(GPU_A, 333);
+    tt_key_v2 k = key_of(GPU_A, 333);
     add(w, rec_of(k, cfg_of(64, 2), TT_MEAS_OK, 1.0));
     tt_record rec;
     ASSERT_OK(tt_store_get_best(r, &k, &rec));

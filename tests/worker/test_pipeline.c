@@ -184,7 +184,7 @@ TEST(a_hanging_variant_is_recorded_timeout_and_skipped) {
     ASSERT_STREQ(td_field(r, "config", v, sizeof v), CFG_B);
     close(fd);
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
-    tt_key k;
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.dtype = TT_DTYPE_FP16;
     k.head_dim = 256;
@@ -199,7 +199,7 @@ TEST(tune_stale_retunes_keys_of_other_revisions) {
     td_init(&t);
     char gpu[TT_ID_MAX], v[TT_CONFIG_TEXT_MAX];
     td_fake_gpu(gpu); /* the stand-in's GPU, so the daemon's own */
-    tt_key k;
+    tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.dtype = TT_DTYPE_FP16;
     k.head_dim = 128;

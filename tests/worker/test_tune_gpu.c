@@ -181,7 +181,7 @@ TEST(tune_a_small_grid_and_serve_the_winners) {
     tt_store *s;
     char err[256];
     ASSERT_OK(tt_store_open(t.db, &s, err, sizeof err));
-    tt_key key;
+    tt_key_v2 key;
     memset(&key, 0, sizeof key);
     key.dtype = TT_DTYPE_FP16;
     key.head_dim = 128;

@@ -49,6 +49,59 @@ TEST(problem_rule_16384_tokens_2048_wide) {
     ASSERT_EQ(h, 5);
 }
 
+TEST(inference_keys_are_timed_at_inference_batch_and_heads) {
+    tt_key_v2 k;
+    memset(&k, 0, sizeof k);
+    k.head_dim = 128;
+    tt_wdims d;
+    /* prefill: the training rule, heads_kv = heads_q */
+    k.seqlen_q = k.seqlen_k = 4096;
+    k.group = 1;
+    tt_wshape(&k, 0, 0, &d);
+    ASSERT_EQ(d.batch, 4);
+    ASSERT_EQ(d.heads_q, 16);
+    ASSERT_EQ(d.heads_kv, 16);
+    /* decode, GQA 4 over 128k: 32 query heads, 8 K/V heads; one sequence
+     * of K/V is 512 MB already */
+    k.seqlen_q = 1;
+    k.seqlen_k = 131072;
+    k.group = 4;
+    tt_wshape(&k, 0, 0, &d);
+    ASSERT_EQ(d.batch, 1);
+    ASSERT_EQ(d.heads_q, 32);
+    ASSERT_EQ(d.heads_kv, 8);
+    /* 32k, group 8: 4 K/V heads x 32k x 128 x 2 x 2 B = 64 MB a sequence */
+    k.seqlen_k = 32768;
+    k.group = 8;
+    tt_wshape(&k, 0, 0, &d);
+    ASSERT_EQ(d.batch, 4);
+    ASSERT_EQ(d.heads_kv, 4);
+    /* short caches stop at 8 sequences, not at the 16k-token rule */
+    k.seqlen_q = 8;
+    k.seqlen_k = 1024;
+    k.group = 1;
+    tt_wshape(&k, 0, 0, &d);
+    ASSERT_EQ(d.batch, 8);
+    ASSERT_EQ(d.heads_q, 32);
+    ASSERT_EQ(d.heads_kv, 32);
+    /* chunked prefill is an inference shape too */
+    k.seqlen_q = 512;
+    k.seqlen_k = 32768;
+    k.group = 4;
+    tt_wshape(&k, 0, 0, &d);
+    ASSERT_EQ(d.heads_q, 32);
+    ASSERT_EQ(d.heads_kv, 8);
+    ASSERT(d.batch >= 1 && d.batch <= 8);
+    /* a job's batch and heads win; heads_q stays a multiple of the group */
+    tt_wshape(&k, 3, 20, &d);
+    ASSERT_EQ(d.batch, 3);
+    ASSERT_EQ(d.heads_kv, 5);
+    ASSERT_EQ(d.heads_q, 20);
+    tt_wshape(&k, 0, 2, &d); /* fewer heads than the group: one K/V head */
+    ASSERT_EQ(d.heads_kv, 1);
+    ASSERT_EQ(d.heads_q, 4);
+}
+
 TEST(tflops_and_reps) {
     /* 4*4*16*4096*4096*128 flops in 1 ms */
     double f = 4.0 * 4 * 16 * 4096.0 * 4096 * 128;

@@ -29,7 +29,7 @@ void tt_handle_error(tt_daemon *d, tt_buf *out, tt_errc code, const char *fmt, .
 #define ERR(code, ...) tt_handle_error(d, out, TT_ERRC_##code, __VA_ARGS__)
 
 /* Fields of a tuning key, as LOOKUP and FORGET take them. */
-static const char *const key_fields[] = {"dtype", "hdim", "causal", "seqlen_q", "seqlen_k", "gpu", "rev", NULL};
+static const char *const key_fields[] = {"dtype", "hdim", "causal", "seqlen_q", "seqlen_k", "group", "gpu", "rev", NULL};
 static const char *const key_required[] = {"dtype", "hdim", "seqlen_q", NULL};
 
 /* The grammar check says a field is missing or unknown (ERR field); a
@@ -59,8 +59,8 @@ static int check_fields(tt_daemon *d, const tt__msg *m, const char *const *allow
 
 /* A key from LOOKUP/FORGET fields with gpu and rev defaulted to the
  * daemon's own. */
-static int read_key(tt_daemon *d, const tt__msg *m, tt_key *key, tt_buf *out) {
-    static const char *const numbers[] = {"hdim", "causal", "seqlen_q", "seqlen_k", NULL};
+static int read_key(tt_daemon *d, const tt__msg *m, tt_key_v2 *key, tt_buf *out) {
+    static const char *const numbers[] = {"hdim", "causal", "seqlen_q", "seqlen_k", "group", NULL};
     char err[256];
     if (check_fields(d, m, key_fields, key_required, out) < 0 || check_numbers(d, m, numbers, out) < 0)
         return -1;
@@ -112,7 +112,7 @@ static char *put_u64(char *p, uint64_t v) {
 }
 
 static void h_lookup(tt_daemon *d, const tt__msg *m, tt_buf *out) {
-    tt_key key;
+    tt_key_v2 key;
     if (read_key(d, m, &key, out) < 0) return;
     tt_lookup_result r;
     int rc = tt_index_lookup(d->index, &key, &r);
@@ -136,6 +136,10 @@ static void h_lookup(tt_daemon *d, const tt__msg *m, tt_buf *out) {
     p = put_u64(p, (uint64_t)r.seqlen_q);
     p = stpcpy(p, " seqlen_k=");
     p = put_u64(p, (uint64_t)r.seqlen_k);
+    if (r.group > 1) { /* group 1 left off: the reply of a daemon before groups */
+        p = stpcpy(p, " group=");
+        p = put_u64(p, (uint64_t)r.group);
+    }
     /* a default answer where a winner of another kernel revision exists */
     if (r.match == TT_MATCH_DEFAULT && tt_index_other_rev(d->index, &key)) p = stpcpy(p, " stale=1");
     if (r.match != TT_MATCH_DEFAULT && r.tflops >= 0 && r.tflops < 1e12) {
@@ -285,19 +289,22 @@ static int job_options(tt_daemon *d, const tt__msg *m, tt_buf *out, tt_job_mode 
 }
 
 static void h_tune_stale(tt_daemon *d, const tt__msg *m, tt_buf *out);
+static void h_tune_grid(tt_daemon *d, const tt__msg *m, tt_buf *out);
+static void queue_keys(tt_daemon *d, tt_key_v2 *keys, int n, long long total, int shard_i, int shard_n,
+                       tt_job_mode mode, int64_t batch, int64_t heads, tt_buf *out);
 
 /* Queues keys[0..*n) as one job. On a node of mixed GPU models each key
  * without gpu= is queued once per model, so every model gets its own
  * winner (a key without gpu= is otherwise measured by whichever GPU claims
  * it first). *keys may be replaced (the caller frees it). */
-static int job_create_per_model(tt_daemon *d, tt_key **keys, int *n, tt_job_mode mode, int32_t batch,
+static int job_create_per_model(tt_daemon *d, tt_key_v2 **keys, int *n, tt_job_mode mode, int32_t batch,
                                 int32_t heads, int64_t *id) {
     char fps[8][TT_ID_MAX];
     int models = tt_supervisor_models(d->sup, fps, 8), open = 0;
     for (int i = 0; i < *n; i++) open += (*keys)[i].gpu[0] == '\0';
     if (models > 1 && open > 0) {
         if ((long long)*n + (long long)open * (models - 1) > JOB_KEYS_MAX) return TT_ERR_RANGE;
-        tt_key *x = calloc((size_t)*n + (size_t)open * (size_t)(models - 1), sizeof *x);
+        tt_key_v2 *x = calloc((size_t)*n + (size_t)open * (size_t)(models - 1), sizeof *x);
         if (!x) return TT_ERR_NOMEM;
         int k = 0;
         for (int i = 0; i < *n; i++) {
@@ -318,7 +325,7 @@ static int job_create_per_model(tt_daemon *d, tt_key **keys, int *n, tt_job_mode
 }
 
 static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
-    static const char *const allowed[] = {"dtype", "hdim", "causal", "seqlen", "seqlen_k",
+    static const char *const allowed[] = {"dtype", "hdim", "causal", "seqlen", "seqlen_k", "group",
                                           "mode",  "batch", "heads", "gpu", "shard", NULL};
     static const char *const required[] = {"dtype", "hdim", "seqlen", NULL};
     static const char *const numbers[] = {"batch", "heads", NULL};
@@ -327,10 +334,14 @@ static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
         h_tune_stale(d, m, out);
         return;
     }
+    if (tt__msg_get(m, "grid")) {
+        h_tune_grid(d, m, out);
+        return;
+    }
     if (check_fields(d, m, allowed, required, out) < 0 || check_numbers(d, m, numbers, out) < 0) return;
 
-    int64_t dt[LIST_MAX], hd[LIST_MAX], ca[LIST_MAX], sq[LIST_MAX], sk[LIST_MAX];
-    int ndt = 0, nhd, nca = 1, nsq, nsk = 0;
+    int64_t dt[LIST_MAX], hd[LIST_MAX], ca[LIST_MAX], sq[LIST_MAX], sk[LIST_MAX], gq[LIST_MAX];
+    int ndt = 0, nhd, nca = 1, nsq, nsk = 0, ngq = 1;
     const char *s = tt__msg_get(m, "dtype");
     while (s) {
         const char *comma = strchr(s, ',');
@@ -357,7 +368,9 @@ static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
             return;
         }
     ca[0] = 0;
-    if ((s = tt__msg_get(m, "causal")) && parse_list(d, "causal", s, 0, 1, ca, &nca, out) < 0) return;
+    if ((s = tt__msg_get(m, "causal")) && parse_list(d, "causal", s, 0, 2, ca, &nca, out) < 0) return;
+    gq[0] = 1;
+    if ((s = tt__msg_get(m, "group")) && parse_list(d, "group", s, 1, TT_GROUP_MAX, gq, &ngq, out) < 0) return;
     if (parse_list(d, "seqlen", tt__msg_get(m, "seqlen"), 1, TT_SEQLEN_MAX, sq, &nsq, out) < 0) return;
     if ((s = tt__msg_get(m, "seqlen_k")) &&
         parse_list(d, "seqlen_k", s, 1, TT_SEQLEN_MAX, sk, &nsk, out) < 0)
@@ -372,12 +385,12 @@ static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
         ERR(RANGE, "%s", serr);
         return;
     }
-    long long total = (long long)ndt * nhd * nca * nsq * (nsk ? nsk : 1);
+    long long total = (long long)ndt * nhd * nca * nsq * (nsk ? nsk : 1) * ngq;
     if (total > JOB_KEYS_MAX) {
         ERR(RANGE, "%lld keys in one job; at most %d", total, JOB_KEYS_MAX);
         return;
     }
-    tt_key *keys = calloc((size_t)total, sizeof *keys);
+    tt_key_v2 *keys = calloc((size_t)total, sizeof *keys);
     if (!keys) {
         ERR(INTERNAL, "out of memory");
         return;
@@ -387,15 +400,26 @@ static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
         for (int b = 0; b < nhd; b++)
             for (int e = 0; e < nca; e++)
                 for (int f = 0; f < nsq; f++)
-                    for (int g = 0; g < (nsk ? nsk : 1); g++) {
-                        tt_key *k = &keys[n++];
-                        k->dtype = (tt_dtype)dt[a];
-                        k->head_dim = (int32_t)hd[b];
-                        k->causal = (int32_t)ca[e];
-                        k->seqlen_q = sq[f];
-                        k->seqlen_k = nsk ? sk[g] : sq[f];
-                        if (gpu) snprintf(k->gpu, sizeof k->gpu, "%s", gpu);
-                    }
+                    for (int g = 0; g < (nsk ? nsk : 1); g++)
+                        for (int x = 0; x < ngq; x++) {
+                            tt_key_v2 *k = &keys[n++];
+                            k->dtype = (tt_dtype)dt[a];
+                            k->head_dim = (int32_t)hd[b];
+                            k->causal = (int32_t)ca[e];
+                            k->seqlen_q = sq[f];
+                            k->seqlen_k = nsk ? sk[g] : sq[f];
+                            k->group = (int32_t)gq[x];
+                            /* equal problems are one key (the store drops
+                             * a job's repeats) */
+                            tt__key_canon(k);
+                            if (gpu) snprintf(k->gpu, sizeof k->gpu, "%s", gpu);
+                        }
+    queue_keys(d, keys, n, total, shard_i, shard_n, mode, batch, heads, out);
+}
+
+/* Queues a job of keys[0..n) (freed here), or of shard i/n of them. */
+static void queue_keys(tt_daemon *d, tt_key_v2 *keys, int n, long long total, int shard_i, int shard_n,
+                       tt_job_mode mode, int64_t batch, int64_t heads, tt_buf *out) {
     if (shard_n > 1 && (n = (int)tt_shard_select(keys, (size_t)n, shard_i, shard_n)) == 0) {
         free(keys);
         ERR(RANGE, "shard %d/%d of this grid of %lld keys is empty", shard_i, shard_n, total);
@@ -421,6 +445,37 @@ static void h_tune(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
     tt_info("queued job %lld: %lld keys, %s", (long long)id, (long long)info.keys, tt_job_mode_name(mode));
     tt_buf_printf(out, "OK job=%lld keys=%lld\n", (long long)id, (long long)info.keys);
     tt_supervisor_kick(d->sup);
+}
+
+/* TUNE grid=inference: the inference grid (tt__inference_grid,
+ * docs/tuning.md). */
+static void h_tune_grid(tt_daemon *d, const tt__msg *m, tt_buf *out) {
+    static const char *const allowed[] = {"grid", "mode", "batch", "heads", "gpu", "shard", NULL};
+    static const char *const numbers[] = {"batch", "heads", NULL};
+    if (check_fields(d, m, allowed, NULL, out) < 0 || check_numbers(d, m, numbers, out) < 0) return;
+    if (strcmp(tt__msg_get(m, "grid"), "inference") != 0) {
+        ERR(UNSUPPORTED, "grid must be inference");
+        return;
+    }
+    tt_job_mode mode;
+    int64_t batch, heads;
+    const char *gpu, *s;
+    if (job_options(d, m, out, &mode, &batch, &heads, &gpu) < 0) return;
+    int shard_i = 1, shard_n = 1;
+    char serr[128];
+    if ((s = tt__msg_get(m, "shard")) && tt_shard_parse(s, &shard_i, &shard_n, serr, sizeof serr) < 0) {
+        ERR(RANGE, "%s", serr);
+        return;
+    }
+    size_t total = tt__inference_grid(NULL, 0);
+    tt_key_v2 *keys = calloc(total, sizeof *keys);
+    if (!keys) {
+        ERR(INTERNAL, "out of memory");
+        return;
+    }
+    tt__inference_grid(keys, total);
+    for (size_t i = 0; gpu && i < total; i++) snprintf(keys[i].gpu, sizeof keys[i].gpu, "%s", gpu);
+    queue_keys(d, keys, (int)total, (long long)total, shard_i, shard_n, mode, batch, heads, out);
 }
 
 typedef struct jobs_ctx {
@@ -490,15 +545,15 @@ static void h_cancel(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
 /* ---- issue 4: TUNE stale=1 and the JOB progress verb ------------------------------- */
 
 typedef struct stale_ctx {
-    tt_key *keys;
+    tt_key_v2 *keys;
     int n, cap;
 } stale_ctx;
 
-static int add_stale(void *ud, const tt_key *key) {
+static int add_stale(void *ud, const tt_key_v2 *key) {
     stale_ctx *x = ud;
     if (x->n == x->cap) {
         int cap = x->cap ? 2 * x->cap : 64;
-        tt_key *k = realloc(x->keys, (size_t)cap * sizeof *k);
+        tt_key_v2 *k = realloc(x->keys, (size_t)cap * sizeof *k);
         if (!k) return TT_ERR_NOMEM;
         x->keys = k;
         x->cap = cap;
@@ -562,14 +617,14 @@ typedef struct progress_ctx {
 
 /* A key's share of a job's time: its attention work plus a fixed part
  * (compiles, checks, launch overheads dominate keys below ~4096). */
-static double key_weight(const tt_key *k) {
+static double key_weight(const tt_key_v2 *k) {
     double work = (double)k->seqlen_q * (double)k->seqlen_k * (k->causal ? 0.5 : 1.0);
     return work + 4096.0 * 4096.0;
 }
 
 static int add_progress(void *ud, const tt_jkey_progress *p) {
     progress_ctx *x = ud;
-    tt_key k = p->key;
+    tt_key_v2 k = p->key;
     if (!k.gpu[0]) snprintf(k.gpu, sizeof k.gpu, "%s", tt_daemon_gpu(x->d));
     if (!k.rev[0]) snprintf(k.rev, sizeof k.rev, "%s", tt_daemon_rev(x->d));
     char keytext[200];
@@ -648,7 +703,7 @@ static void h_job(tt_daemon *d, const tt__msg *m, tt_buf *out) {
 
 static void h_forget(tt_daemon *d, tt_conn *c, const tt__msg *m, tt_buf *out) {
     if (need_admin(d, c, "FORGET", out) < 0) return;
-    tt_key key;
+    tt_key_v2 key;
     if (read_key(d, m, &key, out) < 0) return;
     int forgot = 0;
     if (key.gpu[0]) { /* without a GPU nothing can have been tuned */

@@ -406,13 +406,13 @@ typedef struct ident_ctx {
     int64_t stale;
 } ident_ctx;
 
-static void ident_one(void *ud, const tt_key *key, const tt_config *cfg) {
+static void ident_one(void *ud, const tt_key_v2 *key, const tt_config *cfg) {
     ident_ctx *x = ud;
     x->sum = tt_fleet_table_sum_add(x->sum, key, cfg);
     /* stale: this GPU's winner of another revision with none of the
      * current one, which lookups answer with the default */
     if (x->gpu[0] && strcmp(key->gpu, x->gpu) == 0 && strcmp(key->rev, x->rev) != 0) {
-        tt_key k = *key;
+        tt_key_v2 k = *key;
         snprintf(k.rev, sizeof k.rev, "%s", x->rev);
         tt_lookup_result r;
         if (tt_index_lookup(x->d->index, &k, &r) == 0 && r.match != TT_MATCH_EXACT) x->stale++;

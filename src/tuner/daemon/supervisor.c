@@ -52,7 +52,7 @@ typedef struct worker {
     tt_gpu_info gpu;
     int has_claim;
     tt_job_claim claim;
-    tt_key rkey; /* the claim's key with gpu and rev resolved */
+    tt_key_v2 rkey; /* the claim's key with gpu and rev resolved */
     int64_t task;
     int crashes;  /* of the worker while on this claim */
     int trying;   /* a TRY without its RESULT */

@@ -61,7 +61,7 @@ static int ensure_rev(tt_store *s, const char *rev, seen *revs) {
 }
 
 typedef struct keyref {
-    const tt_key *k;
+    const tt_key_v2 *k;
     size_t i;
 } keyref;
 

@@ -81,7 +81,7 @@ int tt_fleet_better(const tt_record *a, const tt_record *b, tt_fleet_policy poli
 }
 
 
-uint64_t tt_fleet_table_sum_add(uint64_t sum, const tt_key *key, const tt_config *cfg) {
+uint64_t tt_fleet_table_sum_add(uint64_t sum, const tt_key_v2 *key, const tt_config *cfg) {
     char k[256] = "", c[TT_CONFIG_TEXT_MAX] = "";
     tt__key_format(key, k, sizeof k);
     tt_config_format(cfg, c, sizeof c);

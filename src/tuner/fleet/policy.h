@@ -35,6 +35,6 @@ int tt_fleet_better(const tt_record *a, const tt_record *b, tt_fleet_policy poli
 /* Adds one winner to a table's checksum: the sum of the FNV-1a 64 hashes
  * of each winner's key and config text, so it depends on the set of
  * winners, not on their order. Start from 0. */
-uint64_t tt_fleet_table_sum_add(uint64_t sum, const tt_key *key, const tt_config *cfg);
+uint64_t tt_fleet_table_sum_add(uint64_t sum, const tt_key_v2 *key, const tt_config *cfg);
 
 #endif

@@ -110,11 +110,11 @@ static const char *const rec_fields[] = {
     "kind",  "key",    "config", "batch",        "heads",  "time_ms",   "time_min_ms", "spread",
     "reps",  "tflops", "status", "measured_at",  "node",   "sm_clock_mhz", "temp_c",   "busy",
     "regs",  "smem_bytes", "spill_bytes", "gpu", "shard",  NULL};
-static const char *const key_fields[] = {"gpu", "rev", "dtype", "hdim", "causal", "seqlen_q", "seqlen_k", NULL};
+static const char *const key_fields[] = {"gpu", "rev", "dtype", "hdim", "causal", "seqlen_q", "seqlen_k", "group", NULL};
 static const char *const gpu_fields[] = {"name", "cc_major", "cc_minor", "sm_count", "mem_bytes",
                                          "driver", "cuda", "nvrtc", NULL};
 
-static int parse_key(const json_t *o, tt_key *k, char *err, size_t errlen) {
+static int parse_key(const json_t *o, tt_key_v2 *k, char *err, size_t errlen) {
     if (!json_is_object(o)) return tt__fail(TT_ERR_INVAL, err, errlen, "'key' must be an object");
     int rc = only_fields(o, key_fields, "key.", err, errlen);
     if (rc < 0) return rc;
@@ -133,15 +133,23 @@ static int parse_key(const json_t *o, tt_key *k, char *err, size_t errlen) {
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported dtype '%s' (fp16 or bf16)", dtype);
     if ((rc = get_int(o, "key.", "hdim", 1, 1, 1 << 20, &v, NULL, err, errlen)) < 0) return rc;
     k->head_dim = (int32_t)v;
-    if ((rc = get_int(o, "key.", "causal", 1, 0, 1, &v, NULL, err, errlen)) < 0) return rc;
+    if ((rc = get_int(o, "key.", "causal", 1, 0, 2, &v, NULL, err, errlen)) < 0) return rc;
     k->causal = (int32_t)v;
+    /* absent in tables from before GQA groups: those are group 1 */
+    v = 1;
+    if ((rc = get_int(o, "key.", "group", 0, 1, TT_GROUP_MAX, &v, NULL, err, errlen)) < 0) return rc;
+    k->group = (int32_t)v;
     if ((rc = get_int(o, "key.", "seqlen_q", 1, 1, TT_SEQLEN_MAX, &k->seqlen_q, NULL, err, errlen)) < 0 ||
         (rc = get_int(o, "key.", "seqlen_k", 1, 1, TT_SEQLEN_MAX, &k->seqlen_k, NULL, err, errlen)) < 0)
         return rc;
-    return tt__key_check(k, err, errlen);
+    if ((rc = tt__key_check(k, err, errlen)) < 0) return rc;
+    /* stored as the daemon looks it up (a hand-made table may spell an
+     * equal mask another way) */
+    tt__key_canon(k);
+    return 0;
 }
 
-static int parse_gpu(const json_t *o, const tt_key *k, tt_gpu_info *g, char *err, size_t errlen) {
+static int parse_gpu(const json_t *o, const tt_key_v2 *k, tt_gpu_info *g, char *err, size_t errlen) {
     if (!json_is_object(o)) return tt__fail(TT_ERR_INVAL, err, errlen, "'gpu' must be an object");
     int rc = only_fields(o, gpu_fields, "gpu.", err, errlen);
     if (rc < 0) return rc;
@@ -335,6 +343,7 @@ int tt_fleet_rec_format(const tt_fleet_rec *f, char *buf, size_t len) {
     json_object_set_new(k, "causal", json_integer(r->key.causal));
     json_object_set_new(k, "seqlen_q", json_integer(r->key.seqlen_q));
     json_object_set_new(k, "seqlen_k", json_integer(r->key.seqlen_k));
+    if (r->key.group > 1) json_object_set_new(k, "group", json_integer(r->key.group));
     json_object_set_new(o, "key", k);
     json_object_set_new(o, "config", json_string(cfg));
     json_object_set_new(o, "status", json_string(tt_meas_status_name(r->status)));
@@ -639,7 +648,7 @@ static void knob_value_name(const tt__knob *k, int32_t v, char *out, size_t len)
 }
 
 int tt_fleet_csv_header(char *buf, size_t len) {
-    int n = snprintf(buf, len, "kind,gpu,rev,dtype,hdim,causal,seqlen_q,seqlen_k");
+    int n = snprintf(buf, len, "kind,gpu,rev,dtype,hdim,causal,seqlen_q,seqlen_k,group");
     for (int i = 0; n >= 0 && (size_t)n < len && i < tt__knob_count(); i++)
         n += snprintf(buf + n, len - (size_t)n, ",%s", tt__knob_at(i)->name);
     if (n >= 0 && (size_t)n < len)
@@ -664,6 +673,7 @@ int tt_fleet_csv_row(const tt_fleet_rec *f, char *buf, size_t len) {
     csv_fmt(buf, len, &at, "%d", (int)r->key.causal);
     csv_fmt(buf, len, &at, "%lld", (long long)r->key.seqlen_q);
     csv_fmt(buf, len, &at, "%lld", (long long)r->key.seqlen_k);
+    csv_fmt(buf, len, &at, "%d", r->key.group > 1 ? (int)r->key.group : 1);
     for (int i = 0; i < tt__knob_count(); i++) {
         char name[32];
         knob_value_name(tt__knob_at(i), tt__knob_get(tt__knob_at(i), &r->config), name, sizeof name);

@@ -30,20 +30,21 @@ int tt_shard_parse(const char *text, int *index, int *count, char *err, size_t e
 }
 
 /* Work of a key up to a constant: the attention FLOPs per batch and head. */
-static double work(const tt_key *k) {
+static double work(const tt_key_v2 *k) {
     double w = (double)k->seqlen_q * (double)k->seqlen_k * (double)k->head_dim;
     return k->causal ? w / 2 : w;
 }
 
 #define CMP(x, y) ((x) < (y) ? -1 : (x) > (y) ? 1 : 0)
 
-int tt_shard_key_cmp(const tt_key *a, const tt_key *b) {
+int tt_shard_key_cmp(const tt_key_v2 *a, const tt_key_v2 *b) {
     int c = CMP(work(a), work(b));
     if (!c) c = CMP((int)a->dtype, (int)b->dtype);
     if (!c) c = CMP(a->head_dim, b->head_dim);
     if (!c) c = CMP(a->causal, b->causal);
     if (!c) c = CMP(a->seqlen_q, b->seqlen_q);
     if (!c) c = CMP(a->seqlen_k, b->seqlen_k);
+    if (!c) c = CMP(a->group > 1 ? a->group : 1, b->group > 1 ? b->group : 1);
     return c;
 }
 
@@ -54,7 +55,7 @@ int tt_shard_of_position(size_t pos, int count) {
     return (int)(round % 2 == 0 ? j : (size_t)count - 1 - j) + 1;
 }
 
-size_t tt_shard_select(tt_key *keys, size_t n, int index, int count) {
+size_t tt_shard_select(tt_key_v2 *keys, size_t n, int index, int count) {
     if (!keys || n == 0 || count < 1 || index < 1 || index > count) return 0;
     qsort(keys, n, sizeof *keys, qsort_cmp);
     size_t uniq = 0;

@@ -33,12 +33,12 @@ int tt_shard_parse(const char *text, int *index, int *count, char *err, size_t e
 
 /* The deal order of two grid keys: < 0 if a is dealt before b, 0 if they
  * are the same grid key (gpu and rev are ignored). */
-int tt_shard_key_cmp(const tt_key *a, const tt_key *b);
+int tt_shard_key_cmp(const tt_key_v2 *a, const tt_key_v2 *b);
 
 /* Sorts keys[0..n) into deal order, drops duplicates, and keeps in place,
  * in deal order, the keys of shard `index` of `count` (1-based). Returns
  * how many were kept. */
-size_t tt_shard_select(tt_key *keys, size_t n, int index, int count);
+size_t tt_shard_select(tt_key_v2 *keys, size_t n, int index, int count);
 
 /* The shard (1-based) that position `pos` of the deal order goes to. */
 int tt_shard_of_position(size_t pos, int count);

@@ -53,7 +53,7 @@ int tt_meas_status_parse(const char *name, tt_meas_status *out);
  * they are stored as NULL.
  */
 typedef struct tt_record {
-    tt_key key; /* gpu and rev filled */
+    tt_key_v2 key; /* gpu and rev filled */
     tt_config config;
     int32_t batch, heads; /* the problem timed; 0 = unknown (not for ok) */
     double time_ms;       /* median */

@@ -23,9 +23,11 @@
 #include "common/hash.h"
 #include "common/key.h"
 
-/* db/schema.sql, embedded by tt_embed (cmake/Embed.cmake). */
+/* db/schema.sql and the later steps' files, embedded by tt_embed
+ * (cmake/Embed.cmake). */
 extern const char tt_schema_sql[];
 extern const unsigned long tt_schema_sql_len;
+extern const char tt_migrate_3_sql[];
 
 /* Writers wait this long for another writer (the daemon vs. a worker or an
  * import) before giving up with TT_ERR_DB. */
@@ -56,9 +58,9 @@ extern const unsigned long tt_schema_sql_len;
 
 /* The knob split_ctas (splitkv's split target, knobs.def): a column of
  * measurement and best at its neutral value 0, which every record of the
- * families before it means (they do not read it). Self-contained: it
- * needs only version 1's tables, so it can run at any position after
- * step 1. */
+ * families before it means (they do not read it). Self-contained (two
+ * ADD COLUMNs, whatever the tables are), but after step 3: that step
+ * rebuilds both tables naming their columns, and would drop this one. */
 #define MIGRATE_KNOB_SPLIT_CTAS                                                  \
     "ALTER TABLE measurement ADD COLUMN split_ctas INTEGER NOT NULL DEFAULT 0;" \
     "ALTER TABLE best ADD COLUMN split_ctas INTEGER NOT NULL DEFAULT 0;"
@@ -66,7 +68,8 @@ extern const unsigned long tt_schema_sql_len;
 static const char *const migrations[] = {
     NULL, /* 0 -> 1: db/schema.sql */
     MIGRATE_RECORD_VERSIONS,
-    MIGRATE_KNOB_SPLIT_CTAS, /* 2 -> 3 */
+    tt_migrate_3_sql, /* 2 -> 3: db/migrate_3.sql: the GQA group, causal 2 */
+    MIGRATE_KNOB_SPLIT_CTAS, /* 3 -> 4 */
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == TT_STORE_SCHEMA_VERSION,
                "one migration step per schema version");
@@ -197,8 +200,8 @@ static void sb_add(sqlbuf *q, const char *fmt, ...) {
     else q->n += (size_t)w;
 }
 
-#define KEY_COLS "gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k"
-#define NKEY_COLS 7
+#define KEY_COLS "gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group"
+#define NKEY_COLS 8
 /* After the key and the knobs, in this order, in both measurement and best. */
 #define TAIL_COLS                                                                              \
     "time_ms, time_min_ms, spread, reps, tflops, measured_at, node, sm_clock_mhz, temp_c, busy, " \
@@ -223,7 +226,8 @@ static void sb_params(sqlbuf *q, int n) {
 }
 
 #define KEY_WHERE \
-    "gpu = ? AND rev = ? AND dtype = ? AND head_dim = ? AND causal = ? AND seqlen_q = ? AND seqlen_k = ?"
+    "gpu = ? AND rev = ? AND dtype = ? AND head_dim = ? AND causal = ? AND seqlen_q = ? AND seqlen_k = ?" \
+    " AND gqa_group = ?"
 
 /* ---- binding and reading ---------------------------------------------- */
 
@@ -241,8 +245,8 @@ static int bind_opt_double(sqlite3_stmt *st, int i, double v) {
     return v < 0 ? sqlite3_bind_null(st, i) : sqlite3_bind_double(st, i, v);
 }
 
-/* Binds the 7 key columns from parameter i on. */
-static int bind_key(sqlite3_stmt *st, int i, const tt_key *k) {
+/* Binds the NKEY_COLS key columns from parameter i on. */
+static int bind_key(sqlite3_stmt *st, int i, const tt_key_v2 *k) {
     int rc = bind_text(st, i, k->gpu);
     if (!rc) rc = bind_text(st, i + 1, k->rev);
     if (!rc) rc = bind_text(st, i + 2, tt__dtype_name(k->dtype));
@@ -250,6 +254,7 @@ static int bind_key(sqlite3_stmt *st, int i, const tt_key *k) {
     if (!rc) rc = sqlite3_bind_int(st, i + 4, k->causal);
     if (!rc) rc = sqlite3_bind_int64(st, i + 5, k->seqlen_q);
     if (!rc) rc = sqlite3_bind_int64(st, i + 6, k->seqlen_k);
+    if (!rc) rc = sqlite3_bind_int(st, i + 7, k->group > 1 ? k->group : 1);
     return rc;
 }
 
@@ -297,9 +302,9 @@ static double col_opt_double(sqlite3_stmt *st, int i) {
     return sqlite3_column_type(st, i) == SQLITE_NULL ? -1.0 : sqlite3_column_double(st, i);
 }
 
-/* Reads the 7 key columns from column i on. -1 if the row holds a value
+/* Reads the NKEY_COLS key columns from column i on. -1 if the row holds a value
  * this build cannot represent (only a damaged file can). */
-static int read_key(sqlite3_stmt *st, int i, tt_key *k) {
+static int read_key(sqlite3_stmt *st, int i, tt_key_v2 *k) {
     memset(k, 0, sizeof *k);
     col_text(st, i, k->gpu, sizeof k->gpu);
     col_text(st, i + 1, k->rev, sizeof k->rev);
@@ -308,6 +313,7 @@ static int read_key(sqlite3_stmt *st, int i, tt_key *k) {
     k->causal = sqlite3_column_int(st, i + 4);
     k->seqlen_q = sqlite3_column_int64(st, i + 5);
     k->seqlen_k = sqlite3_column_int64(st, i + 6);
+    k->group = sqlite3_column_int(st, i + 7);
     return 0;
 }
 
@@ -438,7 +444,7 @@ static int prepare_all(tt_store *s) {
         [ST_JOB_INS] = "INSERT INTO job (state, mode, batch, heads, created_at, updated_at)"
                        " VALUES ('queued', ?1, ?2, ?3, ?4, ?4)",
         [ST_JKEY_INS] = "INSERT OR IGNORE INTO job_key (job_id, seq, gpu, rev, dtype, head_dim, causal,"
-                        " seqlen_q, seqlen_k) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " seqlen_q, seqlen_k, gqa_group) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         /* Key counts come from job_key, so they cannot drift from it. */
         [ST_JOB_GET] = "SELECT j.id, j.state, j.mode, j.batch, j.heads, j.created_at, j.updated_at,"
                        " count(k.seq), total(k.state = 'pending'), total(k.state = 'running'),"
@@ -453,18 +459,19 @@ static int prepare_all(tt_store *s) {
         /* Measurements of each key since its job was made, by the index on
          * measurement's key (every column an equality). */
         [ST_JOB_PROGRESS] = "SELECT k.seq, k.gpu, k.rev, k.dtype, k.head_dim, k.causal, k.seqlen_q, k.seqlen_k,"
-                            " k.state, coalesce(k.claimed_at, 0), coalesce(k.finished_at, 0),"
+                            " k.gqa_group, k.state, coalesce(k.claimed_at, 0), coalesce(k.finished_at, 0),"
                             " (SELECT count(*) FROM measurement m WHERE m.gpu = coalesce(nullif(k.gpu, ''), ?2)"
                             "   AND m.rev = coalesce(nullif(k.rev, ''), ?3) AND m.dtype = k.dtype"
                             "   AND m.head_dim = k.head_dim AND m.causal = k.causal AND m.seqlen_q = k.seqlen_q"
-                            "   AND m.seqlen_k = k.seqlen_k AND m.measured_at >= j.created_at)"
+                            "   AND m.seqlen_k = k.seqlen_k AND m.gqa_group = k.gqa_group"
+                            "   AND m.measured_at >= j.created_at)"
                             " FROM job_key k JOIN job j ON j.id = k.job_id WHERE k.job_id = ?1 ORDER BY k.seq",
         [ST_JOB_CANCEL] = "UPDATE job SET state = 'cancelled', updated_at = ?2"
                           " WHERE id = ?1 AND state IN ('queued', 'running')",
         [ST_JKEY_CANCEL] = "UPDATE job_key SET state = 'cancelled', finished_at = ?2"
                            " WHERE job_id = ?1 AND state = 'pending'",
         [ST_JOB_NEXT] = "SELECT k.job_id, k.seq, k.gpu, k.rev, k.dtype, k.head_dim, k.causal, k.seqlen_q,"
-                        " k.seqlen_k, j.mode, j.batch, j.heads FROM job_key k JOIN job j ON j.id = k.job_id"
+                        " k.seqlen_k, k.gqa_group, j.mode, j.batch, j.heads FROM job_key k JOIN job j ON j.id = k.job_id"
                         " WHERE k.state = 'pending' AND j.state IN ('queued', 'running')"
                         " AND (?1 = '' OR k.gpu IN ('', ?1)) ORDER BY k.job_id, k.seq LIMIT 1",
         [ST_JKEY_CLAIM] = "UPDATE job_key SET state = 'running', claimed_at = ?3"
@@ -490,15 +497,17 @@ static int prepare_all(tt_store *s) {
                            " AND NOT EXISTS (SELECT 1 FROM job_key WHERE job_id = job.id"
                            " AND state IN ('running', 'done', 'failed'))",
         [ST_JOB_COUNTS] = "SELECT state, count(*) FROM job GROUP BY state",
-        [ST_STALE] = "SELECT DISTINCT gpu, ?1, dtype, head_dim, causal, seqlen_q, seqlen_k FROM best b"
+        [ST_STALE] = "SELECT DISTINCT gpu, ?1, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group FROM best b"
                      " WHERE rev <> ?1 AND (?2 = '' OR gpu = ?2) AND NOT EXISTS (SELECT 1 FROM best c"
                      " WHERE c.gpu = b.gpu AND c.rev = ?1 AND c.dtype = b.dtype AND c.head_dim = b.head_dim"
-                     " AND c.causal = b.causal AND c.seqlen_q = b.seqlen_q AND c.seqlen_k = b.seqlen_k)"
+                     " AND c.causal = b.causal AND c.seqlen_q = b.seqlen_q AND c.seqlen_k = b.seqlen_k"
+                     " AND c.gqa_group = b.gqa_group)"
                      /* a key an unfinished job already holds is not queued twice */
                      " AND NOT EXISTS (SELECT 1 FROM job_key k WHERE k.state IN ('pending', 'running')"
                      " AND k.gpu = b.gpu AND k.rev = ?1 AND k.dtype = b.dtype AND k.head_dim = b.head_dim"
-                     " AND k.causal = b.causal AND k.seqlen_q = b.seqlen_q AND k.seqlen_k = b.seqlen_k)"
-                     " ORDER BY gpu, dtype, head_dim, causal, seqlen_q, seqlen_k",
+                     " AND k.causal = b.causal AND k.seqlen_q = b.seqlen_q AND k.seqlen_k = b.seqlen_k"
+                     " AND k.gqa_group = b.gqa_group)"
+                     " ORDER BY gpu, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group",
     };
     for (int i = 0; i < ST_COUNT_; i++) {
         sqlbuf q = {.n = 0};
@@ -878,7 +887,7 @@ int tt_store_put_rev(tt_store *s, const char *rev, const char *description) {
 /* ---- measurements and winners ----------------------------------------- */
 
 /* A key the measurement tables accept: valid, with its GPU and revision. */
-static int check_full_key(tt_store *s, const tt_key *k) {
+static int check_full_key(tt_store *s, const tt_key_v2 *k) {
     if (!k) return inval(s, "no key");
     int ret = tt__key_check(k, s->err, sizeof s->err);
     if (ret < 0) return ret;
@@ -904,7 +913,7 @@ static int check_record(tt_store *s, const tt_record *r) {
 }
 
 /* The winner's time for a key: 0 and *found = 0 if there is none. */
-static int best_time(tt_store *s, const tt_key *k, double *t, int *found) {
+static int best_time(tt_store *s, const tt_key_v2 *k, double *t, int *found) {
     sqlite3_stmt *st = stmt(s, ST_BEST_TIME);
     int rc = bind_key(st, 1, k);
     if (rc) return db_fail(s, rc, "best time");
@@ -979,7 +988,7 @@ int tt_store_put_best(tt_store *s, const tt_record *rec) {
     return write_best(s, rec, 0);
 }
 
-int tt_store_get_best(tt_store *s, const tt_key *key, tt_record *out) {
+int tt_store_get_best(tt_store *s, const tt_key_v2 *key, tt_record *out) {
     if (!s || !out) return TT_ERR_INVAL;
     int ret = check_full_key(s, key);
     if (ret < 0) return ret;
@@ -1008,7 +1017,7 @@ int tt_store_get_best(tt_store *s, const tt_key *key, tt_record *out) {
     return 0;
 }
 
-int tt_store_forget(tt_store *s, const tt_key *key, int *forgot) {
+int tt_store_forget(tt_store *s, const tt_key_v2 *key, int *forgot) {
     if (!s) return TT_ERR_INVAL;
     int ret = check_full_key(s, key);
     if (ret < 0) return ret;
@@ -1050,7 +1059,7 @@ int tt_store_each_measurement(tt_store *s, const char *gpu, tt_store_record_cb c
     return each_record(s, st, cb, ud, "each measurement");
 }
 
-int tt_store_failed_configs(tt_store *s, const tt_key *key, tt_store_config_cb cb, void *ud) {
+int tt_store_failed_configs(tt_store *s, const tt_key_v2 *key, tt_store_config_cb cb, void *ud) {
     if (!s || !cb) return TT_ERR_INVAL;
     int ret = check_full_key(s, key);
     if (ret < 0) return ret;
@@ -1098,7 +1107,7 @@ int tt_store_stale_keys(tt_store *s, const char *rev, const char *gpu, tt_store_
     if (rc) return db_fail(s, rc, "stale keys");
     int ret = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        tt_key k;
+        tt_key_v2 k;
         if (read_key(st, 0, &k) < 0) {
             set_err(s, "stale keys: unreadable row");
             ret = TT_ERR_CORRUPT;
@@ -1162,7 +1171,7 @@ int tt_store_snapshot(tt_store *s, const char *dest) {
 
 /* ---- the job queue ------------------------------------------------------ */
 
-int tt_store_job_create(tt_store *s, const tt_key *keys, int nkeys, tt_job_mode mode, int32_t batch,
+int tt_store_job_create(tt_store *s, const tt_key_v2 *keys, int nkeys, tt_job_mode mode, int32_t batch,
                         int32_t heads, int64_t *job_id) {
     if (!s || !keys || !job_id) return TT_ERR_INVAL;
     if (nkeys < 1) return inval(s, "a job needs at least one key");
@@ -1276,8 +1285,8 @@ int tt_store_job_keys(tt_store *s, int64_t job_id, tt_store_jkey_cb cb, void *ud
     if (rc) return db_fail(s, rc, "job keys");
     int ret = 0, n = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        tt_key k;
-        int state = tt_jkey_state_parse_index(sqlite3_column_text(st, 8));
+        tt_key_v2 k;
+        int state = tt_jkey_state_parse_index(sqlite3_column_text(st, 1 + NKEY_COLS));
         if (read_key(st, 1, &k) < 0 || state < 0) {
             set_err(s, "job keys: unreadable row");
             ret = TT_ERR_CORRUPT;
@@ -1347,11 +1356,11 @@ int tt_store_job_next_key(tt_store *s, const char *gpu, tt_job_claim *out) {
     memset(&c, 0, sizeof c);
     c.job_id = sqlite3_column_int64(st, 0);
     c.seq = sqlite3_column_int(st, 1);
-    int mode = tt_job_mode_parse_index(sqlite3_column_text(st, 9));
+    int mode = tt_job_mode_parse_index(sqlite3_column_text(st, 2 + NKEY_COLS));
     int bad = read_key(st, 2, &c.key) < 0 || mode < 0;
     c.mode = (tt_job_mode)mode;
-    c.batch = sqlite3_column_int(st, 10);
-    c.heads = sqlite3_column_int(st, 11);
+    c.batch = sqlite3_column_int(st, 3 + NKEY_COLS);
+    c.heads = sqlite3_column_int(st, 4 + NKEY_COLS);
     sqlite3_reset(st);
     if (bad) {
         set_err(s, "job %lld: unreadable key", (long long)c.job_id);
@@ -1487,7 +1496,7 @@ int tt_store_job_progress(tt_store *s, int64_t job_id, const char *gpu, const ch
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         tt_jkey_progress p;
         memset(&p, 0, sizeof p);
-        int state = tt_jkey_state_parse_index(sqlite3_column_text(st, 8));
+        int state = tt_jkey_state_parse_index(sqlite3_column_text(st, 1 + NKEY_COLS));
         if (read_key(st, 1, &p.key) < 0 || state < 0) {
             set_err(s, "job progress: unreadable row");
             ret = TT_ERR_CORRUPT;
@@ -1495,9 +1504,9 @@ int tt_store_job_progress(tt_store *s, int64_t job_id, const char *gpu, const ch
         }
         p.seq = sqlite3_column_int(st, 0);
         p.state = (tt_jkey_state)state;
-        p.claimed_at = sqlite3_column_int64(st, 9);
-        p.finished_at = sqlite3_column_int64(st, 10);
-        p.measured = sqlite3_column_int64(st, 11);
+        p.claimed_at = sqlite3_column_int64(st, 2 + NKEY_COLS);
+        p.finished_at = sqlite3_column_int64(st, 3 + NKEY_COLS);
+        p.measured = sqlite3_column_int64(st, 4 + NKEY_COLS);
         n++;
         if ((ret = cb(ud, &p)) != 0) break;
     }

@@ -28,7 +28,7 @@
 /* PRAGMA application_id of a tiletune database: "TTdb" in ASCII. */
 #define TT_STORE_APPLICATION_ID 0x54546462
 /* The schema version this build writes (PRAGMA user_version). */
-#define TT_STORE_SCHEMA_VERSION 3
+#define TT_STORE_SCHEMA_VERSION 4
 
 
 typedef struct tt_store tt_store;
@@ -90,10 +90,10 @@ int tt_store_add_measurement(tt_store *s, const tt_record *rec, int *became_best
  * ignored: the winner refers to no local measurement. */
 int tt_store_put_best(tt_store *s, const tt_record *rec);
 /* The winner of `key`, or TT_ERR_NOTFOUND. */
-int tt_store_get_best(tt_store *s, const tt_key *key, tt_record *out);
+int tt_store_get_best(tt_store *s, const tt_key_v2 *key, tt_record *out);
 /* Deletes the winner of `key` (measurements stay as history); *forgot
  * (may be NULL) is 1 if there was one. */
-int tt_store_forget(tt_store *s, const tt_key *key, int *forgot);
+int tt_store_forget(tt_store *s, const tt_key_v2 *key, int *forgot);
 
 /* Iteration callbacks: return 0 to go on; anything else stops the
  * iteration and is returned by the iterating function. The record is
@@ -108,12 +108,12 @@ int tt_store_each_best(tt_store *s, tt_store_record_cb cb, void *ud);
 int tt_store_each_measurement(tt_store *s, const char *gpu, tt_store_record_cb cb, void *ud);
 /* The distinct configs ever recorded wrong, fault or timeout for this key
  * (same GPU and revision; any batch/heads): the worker skips them. */
-int tt_store_failed_configs(tt_store *s, const tt_key *key, tt_store_config_cb cb, void *ud);
+int tt_store_failed_configs(tt_store *s, const tt_key_v2 *key, tt_store_config_cb cb, void *ud);
 
 /* The keys of `gpu` (NULL or "": every GPU) that have a winner only from
  * other kernel revisions than `rev`, each once, with key.rev = rev: what
  * "tune --stale" re-tunes. */
-typedef int (*tt_store_key_cb)(void *ud, const tt_key *key);
+typedef int (*tt_store_key_cb)(void *ud, const tt_key_v2 *key);
 int tt_store_stale_keys(tt_store *s, const char *rev, const char *gpu, tt_store_key_cb cb, void *ud);
 
 /* The winners counted by GPU and kernel revision, in that order (one
@@ -141,14 +141,14 @@ typedef struct tt_job_info {
 typedef struct tt_job_claim {
     int64_t job_id;
     int32_t seq; /* the key's index in its job */
-    tt_key key;  /* gpu/rev as queued: "" = the worker's own */
+    tt_key_v2 key;  /* gpu/rev as queued: "" = the worker's own */
     tt_job_mode mode;
     int32_t batch, heads;
 } tt_job_claim;
 
 /* Queues a job of `nkeys` keys (checked with tt__key_check; duplicates are
  * kept once). batch/heads >= 0. *job_id is the new job's id. */
-int tt_store_job_create(tt_store *s, const tt_key *keys, int nkeys, tt_job_mode mode,
+int tt_store_job_create(tt_store *s, const tt_key_v2 *keys, int nkeys, tt_job_mode mode,
                         int32_t batch, int32_t heads, int64_t *job_id);
 /* TT_ERR_NOTFOUND for an unknown id. */
 int tt_store_job_get(tt_store *s, int64_t job_id, tt_job_info *out);
@@ -157,7 +157,7 @@ int tt_store_job_get(tt_store *s, int64_t job_id, tt_job_info *out);
 typedef int (*tt_store_job_cb)(void *ud, const tt_job_info *job);
 int tt_store_job_list(tt_store *s, int include_finished, tt_store_job_cb cb, void *ud);
 /* Every key of a job in seq order, with its state (progress display). */
-typedef int (*tt_store_jkey_cb)(void *ud, int32_t seq, const tt_key *key, tt_jkey_state st);
+typedef int (*tt_store_jkey_cb)(void *ud, int32_t seq, const tt_key_v2 *key, tt_jkey_state st);
 int tt_store_job_keys(tt_store *s, int64_t job_id, tt_store_jkey_cb cb, void *ud);
 /* Cancels a queued or running job: its pending keys are cancelled; keys
  * already claimed may still be finished. TT_ERR_NOTFOUND for an unknown
@@ -188,7 +188,7 @@ int tt_store_job_key_release(tt_store *s, int64_t job_id, int32_t seq);
 /* Progress of one key of a job (issue 4: the JOB verb). */
 typedef struct tt_jkey_progress {
     int32_t seq;
-    tt_key key; /* as queued: gpu/rev may be "" */
+    tt_key_v2 key; /* as queued: gpu/rev may be "" */
     tt_jkey_state state;
     int64_t measured;   /* measurements of the key stored since the job was made */
     int64_t claimed_at; /* unix seconds; 0: not yet */

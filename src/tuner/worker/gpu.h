@@ -55,7 +55,7 @@ void tt_worker_close(tt_worker *w);
 /* One MEASURE. */
 typedef struct tt_wtask {
     int64_t id;
-    tt_key key;
+    tt_key_v2 key;
     int fast;              /* 1: successive halving; 0: exhaustive */
     int32_t batch, heads;  /* 0: the benchmark's rule */
     const tt_config *avoid;

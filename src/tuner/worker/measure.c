@@ -30,11 +30,12 @@ static tt_sdpa_params params_for(const keyrun *r, int set) {
     p.q_head_stride = p.o_head_stride = r->Lq * r->D;
     p.k_head_stride = p.v_head_stride = r->Lk * r->D;
     p.q_batch_stride = p.o_batch_stride = (tt_i64)r->H * r->Lq * r->D;
-    p.k_batch_stride = p.v_batch_stride = (tt_i64)r->H * r->Lk * r->D;
+    p.k_batch_stride = p.v_batch_stride = (tt_i64)r->Hkv * r->Lk * r->D;
     p.lse_head_stride = r->Lq;
     p.lse_batch_stride = (tt_i64)r->H * r->Lq;
     p.batch = r->B;
-    p.heads_q = p.heads_kv = r->H;
+    p.heads_q = r->H;
+    p.heads_kv = r->Hkv;
     p.seqlen_q = (int)r->Lq;
     p.seqlen_k = (int)r->Lk;
     p.scale = (float)(1.0 / sqrt((double)r->D));
@@ -86,7 +87,7 @@ static tt__variant reference_variant(const keyrun *r) {
     tt__reference_config(&v.config);
     v.head_dim = r->D;
     v.dtype = r->t->key.dtype;
-    v.causal = r->t->key.causal ? 1 : 0;
+    v.causal = r->t->key.causal;
     v.arch = r->w->dev.limits.arch;
     return v;
 }
@@ -117,7 +118,7 @@ int tt__wk_run_reference(keyrun *r) {
         int b = planes[p][0], h = planes[p][1];
         r->plane_q[p] = ((long long)b * r->H + h) * r->Lq * r->D;
         r->plane_lse[p] = ((long long)b * r->H + h) * r->Lq;
-        long long off_k = ((long long)b * r->H + h) * r->Lk * r->D;
+        long long off_k = ((long long)b * r->Hkv + h / (r->H / r->Hkv)) * r->Lk * r->D;
         P.q = (const char *)P.q + r->plane_q[p] * 2;
         P.k = (const char *)P.k + off_k * 2;
         P.v = (const char *)P.v + off_k * 2;

@@ -87,7 +87,7 @@ typedef struct keyrun {
     const tt_wtask *t;
     tt_wemit emit;
     void *ud;
-    int32_t B, H, D;
+    int32_t B, H, Hkv, D; /* H: query heads; Hkv: K/V heads, H / the key's group */
     int64_t Lq, Lk;
     int bf16;
     long long nq, nk, nlse;

@@ -4,6 +4,7 @@
 
 #include "common/key.h"
 #include "tiletune.h"
+#include "common/key.h"
 
 static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
@@ -43,6 +44,37 @@ void tt_wproblem(int64_t seqlen_q, int32_t head_dim, int32_t job_batch, int32_t 
     int32_t h = head_dim > 0 ? 2048 / head_dim : 1;
     *batch = job_batch > 0 ? job_batch : (int32_t)(b < 1 ? 1 : b);
     *heads = job_heads > 0 ? job_heads : (h < 1 ? 1 : h);
+}
+
+/* Inference keys: a model's 32 query heads, batch sized so K and V
+ * together are about this many bytes (a cache bigger than L2, as a server
+ * holds), at most INFER_BATCH_MAX sequences. */
+#define INFER_HEADS_Q 32
+#define INFER_KV_BYTES (256LL << 20)
+#define INFER_BATCH_MAX 8
+
+void tt_wshape(const tt_key_v2 *key, int32_t job_batch, int32_t job_heads, tt_wdims *out) {
+    int32_t g = key->group > 1 ? key->group : 1;
+    tt__regime reg = tt__key_regime(key);
+    if (reg == TT_REGIME_PREFILL) {
+        tt_wproblem(key->seqlen_q, key->head_dim, job_batch, job_heads, &out->batch, &out->heads_q);
+        /* a prefill key is canonically group 1; a job's heads may not
+         * divide by another */
+        out->heads_kv = out->heads_q % g == 0 ? out->heads_q / g : out->heads_q;
+        return;
+    }
+    int32_t hq = job_heads > 0 ? job_heads : INFER_HEADS_Q;
+    int32_t hkv = hq / g > 0 ? hq / g : 1;
+    out->heads_kv = hkv;
+    out->heads_q = hkv * g;
+    if (job_batch > 0) {
+        out->batch = job_batch;
+        return;
+    }
+    /* K and V: 2 tensors x heads_kv x seqlen_k x head_dim x 2 bytes. */
+    long long per_seq = 4LL * hkv * key->seqlen_k * (key->head_dim > 0 ? key->head_dim : 1);
+    long long b = INFER_KV_BYTES / (per_seq > 0 ? per_seq : 1);
+    out->batch = (int32_t)(b < 1 ? 1 : b > INFER_BATCH_MAX ? INFER_BATCH_MAX : b);
 }
 
 int tt_wreps(double t1_ms, double budget_ms, int min_reps, int max_reps) {

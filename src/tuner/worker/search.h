@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tiletune.h"
+
 typedef struct tt_wstats {
     double median_ms, min_ms;
     double spread; /* (p80 - p20) / median */
@@ -29,6 +31,16 @@ double tt_wtflops(int64_t batch, int64_t heads, int64_t lq, int64_t lk, int64_t 
  * win. */
 void tt_wproblem(int64_t seqlen_q, int32_t head_dim, int32_t job_batch, int32_t job_heads,
                  int32_t *batch, int32_t *heads);
+
+/* The problem a key is timed at, per regime (docs/tuning.md). Prefill:
+ * tt_wproblem, heads_kv = heads_q. Decode and chunk, as an inference
+ * server runs them: 32 query heads (or the job's), heads_kv = heads_q /
+ * group, batch 1..8 sized so the K/V cache is about 256 MB (or the
+ * job's batch). heads_q is always heads_kv x group. */
+typedef struct tt_wdims {
+    int32_t batch, heads_q, heads_kv;
+} tt_wdims;
+void tt_wshape(const tt_key_v2 *key, int32_t job_batch, int32_t job_heads, tt_wdims *out);
 
 /* Timed repetitions for one variant: enough launches to fill budget_ms
  * given one launch of t1_ms, within [min_reps, max_reps]. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/key.h"
 #include "tuner/worker/run.h"
 
 #define FAST_SHIFT 4     /* fast mode's first round: 1/16 of the exhaustive repetitions */
@@ -102,7 +103,9 @@ static int candidates(keyrun *r, cand **out, int *n) {
     tt_worker *w = r->w;
     tt__space_entry *e = NULL;
     size_t ne = 0;
-    if (tt__space_enumerate(&r->t->key, &w->dev.limits, 0, NULL, 1, &e, &ne, r->err, sizeof r->err) < 0) return -1;
+    tt_key k1;
+    tt__key_to_v1(&r->t->key, &k1);
+    if (tt__space_enumerate(&k1, &w->dev.limits, 0, NULL, 1, &e, &ne, r->err, sizeof r->err) < 0) return -1;
     cand *c = calloc(ne + 2, sizeof *c);
     if (!c) {
         free(e);
@@ -126,7 +129,7 @@ static int candidates(keyrun *r, cand **out, int *n) {
             v.config.q_in_regs = f == TT_FAULT_HANG;
             v.head_dim = r->D;
             v.dtype = r->t->key.dtype;
-            v.causal = r->t->key.causal ? 1 : 0;
+            v.causal = r->t->key.causal;
             v.arch = w->dev.limits.arch;
             v.fault = f;
             c[k++].v = v;
@@ -260,7 +263,11 @@ int tt_worker_measure(tt_worker *w, const tt_wtask *t, tt_wemit emit, void *ud) 
     r.Lq = t->key.seqlen_q;
     r.Lk = t->key.seqlen_k;
     r.bf16 = t->key.dtype == TT_DTYPE_BF16;
-    tt_wproblem(r.Lq, r.D, t->batch, t->heads, &r.B, &r.H);
+    tt_wdims dims;
+    tt_wshape(&t->key, t->batch, t->heads, &dims);
+    r.B = dims.batch;
+    r.H = dims.heads_q;
+    r.Hkv = dims.heads_kv;
     /* The daemon takes batch up to 2^20 but the grid's y and z (heads,
      * batch) stop at 65535: every launch would fail and read as "no
      * correct variant". And B*H*L*D*2 bytes must not wrap. */
@@ -269,7 +276,7 @@ int tt_worker_measure(tt_worker *w, const tt_wtask *t, tt_wemit emit, void *ud) 
                   __builtin_mul_overflow((long long)r.B * r.H, (r.Lq > r.Lk ? r.Lq : r.Lk) * r.D * 2, &bytes);
     if (!too_big) {
         r.nq = (long long)r.B * r.H * r.Lq * r.D;
-        r.nk = (long long)r.B * r.H * r.Lk * r.D;
+        r.nk = (long long)r.B * r.Hkv * r.Lk * r.D;
         r.nlse = (long long)r.B * r.H * r.Lq;
     }
     const char *fail = NULL;
