@@ -113,9 +113,10 @@ typedef struct tt__family {
      * no macro for them, so configs that differ only there are one
      * program, compiled once (splitkv's split_ctas). */
     uint32_t host_knobs;
-    /* 0 if `c`, legal, is no candidate for `key` (splitkv: tiles larger
-     * than the key's query rows need). NULL: every legal config is. */
-    int (*useful)(const tt_config *c, const tt_key *key);
+    /* 0 if `c`, legal, is no candidate for `key` at GQA group `group`
+     * (splitkv: tiles larger than the packed rows, seqlen_q x group,
+     * need). NULL: every legal config is. */
+    int (*useful)(const tt_config *c, const tt_key *key, int32_t group);
     /* A second entry of its program the launch needs (NULL: none); loaded
      * beside TT_SDPA_ENTRY into tt__kernel.fn2. */
     const char *entry2;

@@ -236,6 +236,12 @@ int tt__space_compile(tt__space_entry *e, size_t *n, const tt__device_limits *de
 int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigned flags,
                         const tt__jit_opts *jo, int threads, tt__space_entry **out, size_t *n,
                         char *err, size_t errlen) {
+    return tt__space_enumerate_group(key, 1, dev, flags, jo, threads, out, n, err, errlen);
+}
+
+int tt__space_enumerate_group(const tt_key *key, int32_t group, const tt__device_limits *dev, unsigned flags,
+                              const tt__jit_opts *jo, int threads, tt__space_entry **out, size_t *n,
+                              char *err, size_t errlen) {
     if (!key || !dev || !out || !n) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
     if (!tt__head_dim_supported(key->head_dim))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)key->head_dim);
@@ -257,7 +263,7 @@ int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigne
             family_space_at(f, i, &c);
             if (tt__variant_check(&c, key->head_dim, dev, NULL, 0) < 0) continue;
             if (!useful_for_seqlen(f, &c, key)) continue;
-            if (f->useful && !f->useful(&c, key)) continue;
+            if (f->useful && !f->useful(&c, key, group)) continue;
             tt__space_entry *x = &e[k++];
             x->variant.config = c;
             x->variant.head_dim = key->head_dim;

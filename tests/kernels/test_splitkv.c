@@ -131,6 +131,36 @@ static tt__space_entry *splitkv_space(int64_t rows, int arch, size_t *n) {
     return e;
 }
 
+/* The packed rows are seqlen_q x the GQA group: speculative decode of 4
+ * tokens at group 8 is 32 rows, so its tiles are 32 and 16 rows. */
+TEST(space_tiles_follow_the_packed_rows) {
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(90, &d));
+    tt_key k;
+    memset(&k, 0, sizeof k);
+    k.head_dim = 128;
+    k.dtype = TT_DTYPE_BF16;
+    k.seqlen_q = 4;
+    k.seqlen_k = 4096;
+    tt__space_entry *e = NULL;
+    size_t n = 0;
+    int seen[129] = {0};
+    ASSERT_OK(tt__space_enumerate_group(&k, 8, &d, 0, NULL, 1, &e, &n, NULL, 0));
+    for (size_t i = 0; i < n; i++)
+        if (e[i].variant.config.family == TT_FAMILY_SPLITKV) seen[e[i].variant.config.block_m]++;
+    free(e);
+    ASSERT(seen[32] > 0 && seen[16] > 0);
+    ASSERT_EQ(seen[64] + seen[128], 0);
+    /* group 1: 4 rows, the 16-row tile only */
+    memset(seen, 0, sizeof seen);
+    ASSERT_OK(tt__space_enumerate_group(&k, 1, &d, 0, NULL, 1, &e, &n, NULL, 0));
+    for (size_t i = 0; i < n; i++)
+        if (e[i].variant.config.family == TT_FAMILY_SPLITKV) seen[e[i].variant.config.block_m]++;
+    free(e);
+    ASSERT(seen[16] > 0);
+    ASSERT_EQ(seen[32] + seen[64] + seen[128], 0);
+}
+
 TEST(space_is_legal_and_sized) {
     tt__device_limits d;
     ASSERT_OK(tt__device_limits_nominal(90, &d));

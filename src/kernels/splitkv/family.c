@@ -115,13 +115,12 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__dev
     return TT_ERR_UNSUPPORTED;
 }
 
-/* Tiles no larger than the key's query rows need, and one size down (more
- * query blocks); Q in registers wherever it fits (its fragments are reused
- * every tile), else from shared memory. The key has no heads: its rows
- * are seqlen_q (one query head a KV head, as the tuner measures). */
-static int useful(const tt_config *c, const tt_key *key) {
+/* Tiles no larger than the packed rows (seqlen_q x group) need, and one
+ * size down (more query blocks); Q in registers wherever it fits (its
+ * fragments are reused every tile), else from shared memory. */
+static int useful(const tt_config *c, const tt_key *key, int32_t group) {
     if (key->seqlen_q > 0) {
-        const int top = tile_rows(key->seqlen_q);
+        const int top = tile_rows(tt__splitkv_rows(key->seqlen_q, group > 1 ? group : 1));
         if (c->block_m != top && !(top > 16 && c->block_m == top / 2)) return 0;
     }
     if (!c->q_in_regs) {
