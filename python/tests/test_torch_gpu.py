@@ -45,6 +45,13 @@ def assert_matches(got, q, k, v, *args, **kwargs):
     want = ref64(q, k, v, *args, **kwargs)
     mine = rel(got, want)
     theirs = rel(F.scaled_dot_product_attention(q, k, v, *args, **kwargs), want)
+    if math.isnan(theirs):
+        # torch's fused backends return NaN for some scales (a negative or
+        # zero scale in bf16 on the H200, torch 2.11): hold ours to torch's
+        # math backend in the same dtype instead
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel(SDPBackend.MATH):
+            theirs = rel(F.scaled_dot_product_attention(q, k, v, *args, **kwargs), want)
     assert not torch.isnan(got).any()
     assert mine <= 2 * theirs + 1e-5, f"rel error {mine:.3g} vs torch's {theirs:.3g}"
 
@@ -53,11 +60,12 @@ def assert_matches(got, q, k, v, *args, **kwargs):
 
 def test_positional_order_is_torchs():
     q, k, v = rand(2, 4, 100, 64), rand(2, 4, 130, 64), rand(2, 4, 130, 64)
-    # (q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    # (q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa); torch
+    # itself takes scale and enable_gqa by keyword only, tiletune either way
     got = tiletune.sdpa(q, k, v, None, 0.0, True)
     assert_matches(got, q, k, v, None, 0.0, True)
     got = tiletune.sdpa(q, k, v, None, 0.0, False, 0.05)
-    assert_matches(got, q, k, v, None, 0.0, False, 0.05)
+    assert_matches(got, q, k, v, None, 0.0, False, scale=0.05)
 
 
 @pytest.mark.parametrize("causal", (False, True))

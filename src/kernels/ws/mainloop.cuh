@@ -350,7 +350,7 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
     };
     auto softmax = [&](int j) {
         const int n0 = j * BN;
-        if ((n0 + BN > Lk) || (TT_CAUSAL && n0 + BN - 1 > m0 + wr)) mask_tile(s, n0, m0 + wr, Lk, g, t);
+        if ((n0 + BN > Lk) || (TT_CAUSAL && n0 + BN - 1 > m0 + wr)) mask_tile(s, n0, m0 + wr, Lk, 0, g, t); /* top-left only: diagonal 0 */
 #pragma unroll
         for (int r = 0; r < 2; ++r) alpha[r] = softmax_row(s, r, row_m[r], row_l[r], sl2);
     };

@@ -184,7 +184,7 @@ int tt_index_put(tt_index *ix, const tt_key_v2 *key_in, const tt_config *cfg, do
             char(*revs)[TT_ID_MAX] = realloc(ix->revs, (r + 1) * sizeof *revs);
             if (!revs) return TT_ERR_NOMEM;
             ix->revs = revs;
-            snprintf(revs[ix->nrevs++], TT_ID_MAX, "%s", key->rev);
+            snprintf(revs[ix->nrevs++], TT_ID_MAX, "%.*s", TT_ID_MAX - 1, key->rev);
         }
         if (!(g = calloc(1, sizeof *g))) return TT_ERR_NOMEM;
         g->key = gk;

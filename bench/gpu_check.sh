@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The GPU checks and benchmarks of one revision, in one command, on a CUDA
+# machine with torch (the H200 here), from the repository root:
+#
+#   PART=core bash bench/gpu_check.sh        # kernels, pipeline, the torch op
+#   PART=inference bash bench/gpu_check.sh   # splitkv tests + bench, grid tune
+#   STEPS="ctests torch inference bench tune" bash bench/gpu_check.sh
+#
+# core:      build (fault injection on, for the pipeline test); the C kernel
+#            tests but the every-variant one; the pipeline end to end
+#            (daemon + worker, faulting and hanging variants isolated); the
+#            binding's torch tests (torch.compile fullgraph, CUDA graphs,
+#            the switch under transformer blocks, float64 semantics); the
+#            host time per call against F.scaled_dot_product_attention.
+# inference: family splitkv against torch in float64 (dense, paged,
+#            varlen, graph capture), decode/speculative/chunked timings
+#            against torch's backends, then the default grid tuned in fast
+#            mode (TUNE_S seconds at most).
+# Logs under $OUT (default ./out). Each step has a time limit so the whole
+# stays inside one 10-minute call.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+out=${OUT:-$root/out}
+mkdir -p "$out"
+part=${PART:-core}
+case $part in
+  core) steps=${STEPS:-"ctests e2e torch overhead"} ;;
+  inference) steps=${STEPS:-"inference bench tune"} ;;
+  *) steps=${STEPS:-"ctests e2e torch overhead inference bench tune"} ;;
+esac
+has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
+t0=$SECONDS
+build=$root/build-gpu
+export PYTHONUNBUFFERED=1 TILETUNE_SOCKET=/nonexistent/tiletune.sock
+say() { echo "==== $* ($((SECONDS - t0)) s)"; }
+
+(cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTT_FAULT_INJECTION=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 &&
+  ninja -C "$build" tiletuned tiletune_worker tiletune_cli libtiletune tt_lookup_bench test_tune_gpu test_sdpa_gpu) \
+  >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+say build
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
+export TILETUNE_LIB=$build/src/client/libtiletune.so TILETUNE_CACHE_DIR=$build/cubins
+export PYTHONPATH=$root/python
+
+if has ctests; then
+  for t in ${C_TESTS:-bottom_right_causal seqlen_q_differs_from_seqlen_k gqa_and_blhd_layout ws_strides_and_fallback \
+      reference_kernel_against_float64 device_limits_and_variants_api bad_pointers_on_a_gpu}; do
+    TT_TEST_TIMEOUT=100 timeout 110 "$build/tests/gpu/test_sdpa_gpu" "$t" >>"$out/c-gpu.log" 2>&1
+    echo "C GPU $t: rc=$?"
+  done
+  say "C GPU tests"
+fi
+if has e2e; then
+  TT_TEST_TIMEOUT=100 timeout 110 "$build/tests/worker/test_tune_gpu" >"$out/e2e.log" 2>&1
+  echo "pipeline end to end: rc=$?"; tail -6 "$out/e2e.log"
+  say pipeline
+fi
+if has torch; then
+  timeout "${TORCH_S:-240}" python3 -m pytest -q -rs -p no:cacheprovider python/tests/test_torch_gpu.py \
+    >"$out/torch.log" 2>&1
+  echo "torch tests: rc=$?"; tail -25 "$out/torch.log"
+  say "torch tests"
+fi
+if has overhead; then
+  timeout 90 python3 bench/python_overhead.py >"$out/overhead.log" 2>&1
+  echo "overhead: rc=$?"; tail -12 "$out/overhead.log"
+  say overhead
+fi
+
+if has inference; then
+  TT_QUICK=${QUICK:-1} timeout "${TEST_S:-120}" python3 tests/gpu/test_inference_gpu.py >"$out/inference-test.log" 2>&1
+  echo "inference tests: rc=$?"; tail -8 "$out/inference-test.log"
+  say "inference tests"
+fi
+if has bench; then
+  timeout "${BENCH_S:-150}" python3 bench/inference/decode.py --out "$out/inference" \
+    --budget "$(( ${BENCH_S:-150} * 2 / 3 ))" >"$out/inference-bench.log" 2>&1
+  echo "inference bench: rc=$?"; tail -40 "$out/inference-bench.log"
+  say "inference bench"
+fi
+if has tune; then
+  timeout "$((${TUNE_S:-150} + 20))" bench/tune/run.sh "$build" "$out/grid" default fast "${TUNE_S:-150}" 2>&1 |
+    grep -vE '^\| (fp16|bf16) ' | tail -16
+  say "default grid, fast"
+fi
+# the device returns at most 8 files: one archive
+(cd "$out" && tar czf /tmp/gpu-check.tgz . && find . -mindepth 1 -delete && mv /tmp/gpu-check.tgz .)
+say done
