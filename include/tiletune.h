@@ -68,8 +68,16 @@ TT_EXPORT const char *tt_strerror(int code);
 /* ---- configs: one schedule of the kernel -------------------------------- */
 
 typedef enum tt_dtype { TT_DTYPE_FP16 = 0, TT_DTYPE_BF16 = 1 } tt_dtype;
-/* mma: mma.sync, sm_80 and later; wgmma: Hopper warpgroup MMA, sm_90 only. */
-typedef enum tt_family { TT_FAMILY_MMA = 0, TT_FAMILY_WGMMA = 1, TT_FAMILY_WS = 2 } tt_family;
+/* mma: mma.sync, sm_80 and later; wgmma: Hopper warpgroup MMA, sm_90 only;
+ * ws: Hopper warp-specialized (TMA, producer/consumer warpgroups), sm_90
+ * only; splitkv: inference shapes (split-KV, packed GQA, small tiles, paged
+ * and variable-length inputs), mma.sync, sm_80 and later (docs/kernels.md). */
+typedef enum tt_family {
+    TT_FAMILY_MMA = 0,
+    TT_FAMILY_WGMMA = 1,
+    TT_FAMILY_WS = 2,
+    TT_FAMILY_SPLITKV = 3,
+} tt_family;
 typedef enum tt_layout { TT_LAYOUT_PAD = 0, TT_LAYOUT_SWIZZLE = 1 } tt_layout;
 
 /*
@@ -84,7 +92,9 @@ typedef struct tt_config {
     int32_t stages;    /* K/V tiles in flight (1 = no prefetch) */
     int32_t layout;    /* tt_layout of K/V/Q in shared memory */
     int32_t q_in_regs; /* 1: Q fragments stay in registers */
-    int32_t reserved[9];
+    int32_t split_ctas; /* splitkv: target CTAs per SM the split count is
+                           derived from at launch (0: one full wave) */
+    int32_t reserved[8];
 } tt_config;
 
 /* Longest canonical text of a config, NUL included. */
@@ -283,6 +293,90 @@ TT_EXPORT int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, si
  */
 TT_EXPORT int tt_sdpa_default_config(const tt_key *key, int device, tt_config *out, char *err,
                                      size_t errlen);
+
+/* ---- inference: KV caches and variable-length batches ------------------------ */
+
+/*
+ * Both entry points below run family splitkv (config NULL: the tuned
+ * splitkv config for the key if the daemon has one, else the built-in
+ * default; a config of another family is refused). When the key range is
+ * split across CTAs (few sequences x KV heads for the GPU), partial results
+ * go to a workspace and a second kernel merges them. The workspace is
+ * `workspace` (device memory, 256-byte aligned, `workspace_bytes` long) when
+ * given; else the library's own buffer for (context, stream), grown as
+ * needed and kept for the process. No allocation happens while the stream
+ * is being captured into a CUDA graph: a capture that would need a larger
+ * buffer fails with TT_ERR_RANGE (run the call once before capturing, or
+ * pass a workspace); a buffer a graph captured is never freed.
+ * The *_workspace functions give the bytes a call needs (0: none).
+ *
+ * Device-side lengths and page numbers are trusted (checking them would
+ * need a synchronization); lengths are clamped to the maxima passed here,
+ * so a bad length gives a wrong row, never an out-of-bounds read of K/V
+ * beyond seqlen_k rows.
+ */
+
+/* flash_attn_with_kvcache: q [batch, seqlen_q, heads_q, head_dim]; the cache
+ * contiguous [batch, seqlen_k, heads_kv, head_dim] or paged [num_pages,
+ * page_size, heads_kv, head_dim] with block_table [batch, max_pages]; all
+ * by strides (batch, head, row; for a paged cache the first is the page
+ * stride). Zero the struct before filling it in. */
+typedef struct tt_sdpa_kvcache_args {
+    const void *q;
+    const void *k_cache, *v_cache;
+    void *o;                      /* the shape of q, same dtype */
+    float *lse;                   /* optional: [batch, heads_q, seqlen_q] by lse_stride */
+    const int32_t *cache_seqlens; /* optional, device [batch]: keys of each sequence
+                                     (<= seqlen_k); NULL: seqlen_k for all */
+    const int32_t *block_table;   /* paged: device [batch, max_pages]; NULL: contiguous */
+    int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+    int64_t page_size;   /* paged: keys per page, a power of two >= 8 */
+    int64_t num_pages;   /* paged: pages in k_cache / v_cache */
+    int64_t max_pages;   /* paged: entries per block_table row (seqlen_k <= max_pages * page_size) */
+    int64_t block_table_stride; /* paged: elements between rows; 0: max_pages */
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3]; /* batch (page), head, row */
+    int64_t lse_stride[2]; /* batch, head; {0, 0}: packed [batch, heads_q, seqlen_q] */
+    int32_t dtype;
+    int32_t causal; /* 0; 1 top-left (PyTorch); 2 bottom-right: query i sees keys j <= i + Lk - Lq */
+    float scale;    /* > 0; 0: 1/sqrt(head_dim) */
+    int32_t reserved0;
+    const tt_config *config;
+    void *stream;
+    void *workspace;
+    size_t workspace_bytes;
+    int64_t reserved[8];
+} tt_sdpa_kvcache_args;
+
+TT_EXPORT int tt_sdpa_fwd_kvcache(const tt_sdpa_kvcache_args *a, char *err, size_t errlen);
+TT_EXPORT int tt_sdpa_fwd_kvcache_workspace(const tt_sdpa_kvcache_args *a, size_t *bytes, char *err,
+                                            size_t errlen);
+
+/* flash_attn_varlen_func: q [total_q, heads_q, head_dim], k/v [total_k,
+ * heads_kv, head_dim]; sequence b is rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]
+ * of q (device int32 [batch + 1], nondecreasing, from 0), likewise for k/v.
+ * Strides (head, row). A sequence may be empty. */
+typedef struct tt_sdpa_varlen_args {
+    const void *q, *k, *v;
+    void *o;    /* the shape of q */
+    float *lse; /* optional: [heads_q, total_q] by lse_stride */
+    const int32_t *cu_seqlens_q, *cu_seqlens_k;
+    int64_t batch, heads_q, heads_kv, total_q, total_k, max_seqlen_q, max_seqlen_k, head_dim;
+    int64_t q_stride[2], k_stride[2], v_stride[2], o_stride[2]; /* head, row */
+    int64_t lse_stride[2]; /* head, row; {0, 0}: packed [heads_q, total_q] */
+    int32_t dtype;
+    int32_t causal; /* 0, 1, 2 as above, per sequence */
+    float scale;
+    int32_t reserved0;
+    const tt_config *config;
+    void *stream;
+    void *workspace;
+    size_t workspace_bytes;
+    int64_t reserved[8];
+} tt_sdpa_varlen_args;
+
+TT_EXPORT int tt_sdpa_fwd_varlen(const tt_sdpa_varlen_args *a, char *err, size_t errlen);
+TT_EXPORT int tt_sdpa_fwd_varlen_workspace(const tt_sdpa_varlen_args *a, size_t *bytes, char *err,
+                                           size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,8 @@ from ._lib import (CAUSAL_BOTTOM_RIGHT, CAUSAL_NONE, CAUSAL_TOP_LEFT, HEAD_DIMS,
 __all__ = ["__version__", "sdpa", "attention", "AttentionCounts", "lookup", "Lookup", "stats",
            "flush", "variants", "default_config", "parse_config", "format_config", "config_text",
            "revision", "library_path", "socket_path", "TileTuneError", "torch_available",
-           "CAUSAL_NONE", "CAUSAL_TOP_LEFT", "CAUSAL_BOTTOM_RIGHT"]
+           "CAUSAL_NONE", "CAUSAL_TOP_LEFT", "CAUSAL_BOTTOM_RIGHT",
+           "flash_attn_with_kvcache", "flash_attn_varlen_func"]
 
 try:
     import torch as _torch  # noqa: F401
@@ -80,9 +81,5 @@ def flush():
         flush_client()
 
 
-# Functions that other modules of this package add (paged and varlen
-# attention) when they are installed.
-try:
-    from . import inference  # noqa: F401
-except ImportError:
-    pass
+# Paged and varlen attention in flash-attn's terms (inference.py).
+from .inference import flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: E402,F401

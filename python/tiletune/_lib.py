@@ -26,7 +26,8 @@ class _Config(ctypes.Structure):
     _fields_ = [("family", ctypes.c_int32), ("block_m", ctypes.c_int32),
                 ("block_n", ctypes.c_int32), ("warps", ctypes.c_int32),
                 ("stages", ctypes.c_int32), ("layout", ctypes.c_int32),
-                ("q_in_regs", ctypes.c_int32), ("reserved", ctypes.c_int32 * 9)]
+                ("q_in_regs", ctypes.c_int32), ("split_ctas", ctypes.c_int32),
+                ("reserved", ctypes.c_int32 * 8)]
 
 
 class _Key(ctypes.Structure):

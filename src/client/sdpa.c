@@ -1,6 +1,7 @@
-/* tt_sdpa_fwd: the config choice (the caller's, else the daemon's through
- * one process-wide client, else the device's default) over the kernels
- * layer's launcher, which takes the config explicitly. Here, not in
+/* tt_sdpa_fwd and the inference entry points (tt_sdpa_fwd_kvcache,
+ * tt_sdpa_fwd_varlen): the config choice (the caller's, else the daemon's
+ * through one process-wide client, else the built-in default) over the
+ * kernels layer's launchers, which take the config explicitly. Here, not in
  * src/kernels, so the kernels depend on nothing but src/common. */
 #include <pthread.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "common/fail.h"
 #include "common/key.h"
 #include "kernels/launch.h"
+#include "kernels/splitkv/splitkv.h"
 #include "tiletune.h"
 
 /* One client for the whole process: its cache makes a repeated lookup cost
@@ -59,4 +61,72 @@ int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {
     tt_config cfg;
     if ((rc = choose_config(a, &t.limits, &cfg, err, errlen)) < 0) return rc;
     return tt__sdpa_launch(&t, a, &cfg, err, errlen);
+}
+
+/* ---- inference: KV caches and variable-length batches (family splitkv) ---- */
+
+/* The caller's config, else a tuned splitkv record for the key, else the
+ * built-in default for the call's packed rows. */
+static int choose_splitkv(const tt__splitkv_target *t, const tt_config *given, tt_config *out, char *err,
+                          size_t errlen) {
+    if (given) {
+        *out = *given;
+        return 0;
+    }
+    tt_key key = t->key;
+    tt_lookup_result res;
+    pthread_once(&client_once, client_open_once);
+    /* tuned per GQA group: the kernel packs a group's rows */
+    tt_key_v2 k2;
+    tt__key_from_v1(&key, &k2);
+    k2.group = t->params.group >= 1 && t->params.group <= TT_GROUP_MAX ? t->params.group : 1;
+    if (process_client && key.seqlen_q <= TT_SEQLEN_MAX && key.seqlen_k <= TT_SEQLEN_MAX &&
+        tt_kernel_revision(k2.rev) == 0 && tt_lookup_v2(process_client, &k2, &res) == 0 &&
+        res.match != TT_MATCH_DEFAULT && res.config.family == TT_FAMILY_SPLITKV &&
+        tt__variant_check(&res.config, key.head_dim, &t->limits, NULL, 0) == 0) {
+        *out = res.config;
+        return 0;
+    }
+    if (tt__splitkv_default(t->rows_max, key.seqlen_k, key.head_dim, &t->limits, out) < 0)
+        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "no splitkv schedule of head_dim %d fits this device",
+                        (int)key.head_dim);
+    return 0;
+}
+
+static int run_splitkv(const tt__splitkv_target *t, const tt_config *given, void *ws, size_t ws_len, void *stream,
+                       size_t *ws_bytes, char *err, size_t errlen) {
+    tt_config cfg;
+    int rc = choose_splitkv(t, given, &cfg, err, errlen);
+    if (rc < 0) return rc;
+    return tt__splitkv_run(t, &cfg, ws, ws_len, stream, ws_bytes, err, errlen);
+}
+
+int tt_sdpa_fwd_kvcache(const tt_sdpa_kvcache_args *a, char *err, size_t errlen) {
+    tt__splitkv_target t;
+    int rc = tt__splitkv_kvcache_target(a, &t, err, errlen);
+    if (rc < 0) return rc;
+    return run_splitkv(&t, a->config, a->workspace, a->workspace_bytes, a->stream, NULL, err, errlen);
+}
+
+int tt_sdpa_fwd_varlen(const tt_sdpa_varlen_args *a, char *err, size_t errlen) {
+    tt__splitkv_target t;
+    int rc = tt__splitkv_varlen_target(a, &t, err, errlen);
+    if (rc < 0) return rc;
+    return run_splitkv(&t, a->config, a->workspace, a->workspace_bytes, a->stream, NULL, err, errlen);
+}
+
+int tt_sdpa_fwd_kvcache_workspace(const tt_sdpa_kvcache_args *a, size_t *bytes, char *err, size_t errlen) {
+    if (!bytes) return tt__fail(TT_ERR_INVAL, err, errlen, "bytes is NULL");
+    tt__splitkv_target t;
+    int rc = tt__splitkv_kvcache_target(a, &t, err, errlen);
+    if (rc < 0) return rc;
+    return run_splitkv(&t, a->config, NULL, 0, NULL, bytes, err, errlen);
+}
+
+int tt_sdpa_fwd_varlen_workspace(const tt_sdpa_varlen_args *a, size_t *bytes, char *err, size_t errlen) {
+    if (!bytes) return tt__fail(TT_ERR_INVAL, err, errlen, "bytes is NULL");
+    tt__splitkv_target t;
+    int rc = tt__splitkv_varlen_target(a, &t, err, errlen);
+    if (rc < 0) return rc;
+    return run_splitkv(&t, a->config, NULL, 0, NULL, bytes, err, errlen);
 }

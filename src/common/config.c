@@ -27,6 +27,14 @@ _Static_assert(sizeof(knobs) / sizeof(knobs[0]) * sizeof(int32_t) == offsetof(tt
 
 int tt__knob_count(void) { return (int)(sizeof(knobs) / sizeof(knobs[0])); }
 
+/* The knobs of the first release: every text names them. A knob added
+ * later is written only when it is not 0 (its neutral value) and read as 0
+ * when absent, so the texts of existing configs (the wire, the database,
+ * exported tables) stay as they were. */
+#define KNOBS_REQUIRED 7
+
+static int knob_optional(const tt__knob *k) { return k - knobs >= KNOBS_REQUIRED; }
+
 const tt__knob *tt__knob_at(int i) {
     if (i < 0 || i >= tt__knob_count()) return NULL;
     return &knobs[i];
@@ -120,6 +128,7 @@ int tt_config_format(const tt_config *cfg, char *buf, size_t len) {
         const char *s;
         size_t n;
         char num[16];
+        if (knob_optional(k) && v == 0) continue;
         if (symbolic_name(k, v, &s, &n) != 0) {
             char *p = num + sizeof num;
             uint32_t u = v < 0 ? (uint32_t)-(int64_t)v : (uint32_t)v;
@@ -128,7 +137,7 @@ int tt_config_format(const tt_config *cfg, char *buf, size_t len) {
             s = p;
             n = (size_t)(num + sizeof num - p);
         }
-        if ((i && put(text, cap, &used, ",", 1) < 0) || put(text, cap, &used, k->name, strlen(k->name)) < 0 ||
+        if ((used && put(text, cap, &used, ",", 1) < 0) || put(text, cap, &used, k->name, strlen(k->name)) < 0 ||
             put(text, cap, &used, "=", 1) < 0 || put(text, cap, &used, s, n) < 0)
             return TT_ERR_RANGE;
     }
@@ -166,7 +175,7 @@ int tt_config_parse(const char *text, tt_config *out) {
         if (!comma) break;
         p = comma + 1;
     }
-    if (seen != (1u << tt__knob_count()) - 1) return TT_ERR_INVAL;
+    if ((seen & ((1u << KNOBS_REQUIRED) - 1)) != (1u << KNOBS_REQUIRED) - 1) return TT_ERR_INVAL;
     *out = cfg;
     return 0;
 }

@@ -94,6 +94,7 @@ static void cuda_load_once(void) {
     LOAD(StreamDestroy, "cuStreamDestroy_v2");
     LOAD(StreamSynchronize, "cuStreamSynchronize");
     LOAD(StreamQuery, "cuStreamQuery");
+    LOAD(StreamIsCapturing, "cuStreamIsCapturing");
     LOAD(EventCreate, "cuEventCreate");
     LOAD(EventDestroy, "cuEventDestroy_v2");
     LOAD(EventRecord, "cuEventRecord");

@@ -2,10 +2,11 @@
 
 #include "common/fail.h"
 
-extern const tt__family tt__family_mma, tt__family_wgmma, tt__family_ws;
+extern const tt__family tt__family_mma, tt__family_wgmma, tt__family_ws, tt__family_splitkv;
 
 /* THE table: one row a family, at the index of its id. */
-const tt__family *const tt__families[] = {&tt__family_mma, &tt__family_wgmma, &tt__family_ws};
+const tt__family *const tt__families[] = {&tt__family_mma, &tt__family_wgmma, &tt__family_ws,
+                                          &tt__family_splitkv};
 const size_t tt__family_count = sizeof tt__families / sizeof tt__families[0];
 
 const tt__family *tt__family_of(int32_t id) {

@@ -16,6 +16,8 @@
 #include "kernels/variants.h"
 #include "tiletune.h"
 
+struct tt__kernel;
+
 /* Knob indices and bits, in knobs.def order. */
 enum {
 #define TT_KNOB(name, macro, min, max, names) TT__KNOB_##name,
@@ -75,8 +77,9 @@ typedef struct tt__family {
     int32_t arch_min, arch_max;   /* compute capabilities it runs on */
     const char *arch_suffix;      /* NVRTC target suffix: "a" for sm_90a features, else "" */
     /* Its device files: [0] the mainloop (TT_MAINLOOP: it defines
-     * tile_off and tt_sdpa_fwd_kernel over skeleton.cuh), then headers it
-     * includes; a NULL name ends the list. */
+     * tt_sdpa_fwd_kernel, over skeleton.cuh, which it includes, or over a
+     * contract of its own), then headers it includes; a NULL name ends
+     * the list. */
     tt__device_file files[TT__FAMILY_FILES_MAX];
     uint32_t reads;               /* TT__KNOB_BIT of each knob its code reads */
     tt_config pinned;             /* the value of each knob it does not read */
@@ -106,6 +109,26 @@ typedef struct tt__family {
      * as it does for a causal mode over causal_max. NULL: it runs every
      * checked `p`. */
     int (*runs)(const tt_sdpa_params *p);
+    /* Knobs only its launch reads (a subset of `reads`): the JIT defines
+     * no macro for them, so configs that differ only there are one
+     * program, compiled once (splitkv's split_ctas). */
+    uint32_t host_knobs;
+    /* 0 if `c`, legal, is no candidate for `key` at GQA group `group`
+     * (splitkv: tiles larger than the packed rows, seqlen_q x group,
+     * need). NULL: every legal config is. */
+    int (*useful)(const tt_config *c, const tt_key *key, int32_t group);
+    /* A second entry of its program the launch needs (NULL: none); loaded
+     * beside TT_SDPA_ENTRY into tt__kernel.fn2. */
+    const char *entry2;
+    /* Its own launch path, NULL for the plain one (launch_extra): for a
+     * family whose kernel takes another parameter struct or runs as more
+     * than one launch. splitkv: its own parameters (packed GQA rows,
+     * pages, varlen offsets), a split count from the SM count, a
+     * workspace for the partial results and, for larger tiles, the merge
+     * kernel after the main one; launch_extra's one launch cannot say
+     * that. Runs `p` with `k` on `stream` in k's context (pushed by the
+     * caller); 0 or a negative code with a message. */
+    int (*launch)(const struct tt__kernel *k, const tt_sdpa_params *p, void *stream, char *err, size_t errlen);
 } tt__family;
 
 /* The table, indexed by family id (tt__families[i]->id == i). */

@@ -68,13 +68,15 @@ int tt__jit_macros(const tt__variant *v, char *buf, size_t len) {
         if (w < 0) return TT_ERR_RANGE;                                              \
         used += (size_t)w;                                                           \
     } while (0)
+    const tt__family *f = tt__family_of(v->config.family);
     for (int i = 0; i < tt__knob_count(); i++) {
         const tt__knob *k = tt__knob_at(i);
-        APPEND("%s-D%s=%d", i ? " " : "", k->macro, (int)tt__knob_get(k, &v->config));
+        /* a knob only the launch reads: one program serves all its values */
+        if (f && (f->host_knobs & (1u << i))) continue;
+        APPEND("%s-D%s=%d", used ? " " : "", k->macro, (int)tt__knob_get(k, &v->config));
     }
     APPEND(" -DTT_HEAD_DIM=%d -DTT_DTYPE=%d -DTT_CAUSAL=%d -DTT_FAULT_INJECT=%d", (int)v->head_dim,
            (int)v->dtype, (int)v->causal, (int)v->fault);
-    const tt__family *f = tt__family_of(v->config.family);
     if (f) APPEND(" -DTT_MAINLOOP=\"%s\"", f->files[0].name);
 #undef APPEND
     if (used >= len) return TT_ERR_RANGE;

@@ -103,6 +103,17 @@ int tt__kernel_load(CUcontext ctx, const tt__cubin *cubin, const tt__variant *v,
         rc = tt__cuda_fail(cu, r, "cuModuleGetFunction(" TT_SDPA_ENTRY ")", err, errlen);
         goto fail;
     }
+    const tt__family *f = tt__family_of(v->config.family);
+    if (f && f->entry2 && (r = cu->ModuleGetFunction(&k->fn2, k->module, f->entry2))) {
+        rc = tt__cuda_fail(cu, r, "cuModuleGetFunction (the family's second entry)", err, errlen);
+        goto fail;
+    }
+    CUdevice dev;
+    if ((r = cu->CtxGetDevice(&dev))) {
+        rc = tt__cuda_fail(cu, r, "cuCtxGetDevice", err, errlen);
+        goto fail;
+    }
+    if ((rc = limits_of_device(cu, dev, &k->limits, err, errlen)) < 0) goto fail;
     /* Above 48 KB a CTA gets dynamic shared memory only after opting in. */
     if ((r = cu->FuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->smem))) {
         rc = tt__cuda_fail(cu, r, "cuFuncSetAttribute(max dynamic shared memory)", err, errlen);
@@ -207,7 +218,7 @@ int tt__kernel_get(CUcontext ctx, const tt__jit_opts *jo, const tt__variant *v,
 
 /* ---- arguments -------------------------------------------------------------------- */
 
-static int check_strides(const char *name, const int64_t s[3], char *err, size_t errlen) {
+int tt__check_strides(const char *name, const int64_t s[3], char *err, size_t errlen) {
     static const char *const dim[3] = {"batch", "head", "row"};
     for (int i = 0; i < 3; i++) {
         if (s[i] < 0)
@@ -226,8 +237,8 @@ static int check_strides(const char *name, const int64_t s[3], char *err, size_t
 /* The kernel forms element offsets b*s[0] + h*s[1] + row*s[2] in int64 and
  * byte addresses from them: the last element of a tensor must be
  * addressable without either wrapping. */
-static int check_extent(const char *name, const void *ptr, const int64_t s[3], int64_t n0, int64_t n1,
-                        int64_t n2, int64_t row_len, int64_t elem_bytes, char *err, size_t errlen) {
+int tt__check_extent(const char *name, const void *ptr, const int64_t s[3], int64_t n0, int64_t n1,
+                     int64_t n2, int64_t row_len, int64_t elem_bytes, char *err, size_t errlen) {
     const int64_t n[3] = {n0, n1, n2};
     int64_t end = row_len, t;
     for (int i = 0; i < 3; i++)
@@ -287,10 +298,10 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
     if (!isfinite(a->scale) || a->scale < 0)
         FAIL(TT_ERR_INVAL, "scale %g must be finite and > 0 (0: 1/sqrt(head_dim))", (double)a->scale);
     int rc;
-    if ((rc = check_strides("q", a->q_stride, err, errlen)) < 0 ||
-        (rc = check_strides("k", a->k_stride, err, errlen)) < 0 ||
-        (rc = check_strides("v", a->v_stride, err, errlen)) < 0 ||
-        (rc = check_strides("o", a->o_stride, err, errlen)) < 0)
+    if ((rc = tt__check_strides("q", a->q_stride, err, errlen)) < 0 ||
+        (rc = tt__check_strides("k", a->k_stride, err, errlen)) < 0 ||
+        (rc = tt__check_strides("v", a->v_stride, err, errlen)) < 0 ||
+        (rc = tt__check_strides("o", a->o_stride, err, errlen)) < 0)
         return rc;
     if (a->o_stride[2] < a->head_dim) FAIL(TT_ERR_INVAL, "o row stride %lld is less than head_dim: output rows overlap", (long long)a->o_stride[2]);
     if (a->lse_stride[0] < 0 || a->lse_stride[1] < 0) FAIL(TT_ERR_INVAL, "lse strides are negative");
@@ -312,11 +323,11 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
     }
     const int64_t lse_s[3] = {packed_lse ? a->heads_q * a->seqlen_q : a->lse_stride[0],
                               packed_lse ? a->seqlen_q : a->lse_stride[1], 1};
-    if ((rc = check_extent("q", a->q, a->q_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
-        (rc = check_extent("k", a->k, a->k_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2, err, errlen)) < 0 ||
-        (rc = check_extent("v", a->v, a->v_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2, err, errlen)) < 0 ||
-        (rc = check_extent("o", a->o, a->o_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
-        (a->lse && (rc = check_extent("lse", a->lse, lse_s, a->batch, a->heads_q, a->seqlen_q, 1, 4, err, errlen)) < 0))
+    if ((rc = tt__check_extent("q", a->q, a->q_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
+        (rc = tt__check_extent("k", a->k, a->k_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2, err, errlen)) < 0 ||
+        (rc = tt__check_extent("v", a->v, a->v_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2, err, errlen)) < 0 ||
+        (rc = tt__check_extent("o", a->o, a->o_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
+        (a->lse && (rc = tt__check_extent("lse", a->lse, lse_s, a->batch, a->heads_q, a->seqlen_q, 1, 4, err, errlen)) < 0))
         return rc;
     if (a->config) {
         char msg[200];
@@ -364,6 +375,11 @@ int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream str
     CUresult r;
     CUcontext popped;
     if ((r = cu->CtxPushCurrent(k->ctx))) return tt__cuda_fail(cu, r, "cuCtxPushCurrent", err, errlen);
+    if (f && f->launch) {
+        rc = f->launch(k, p, stream, err, errlen);
+        cu->CtxPopCurrent(&popped);
+        return rc;
+    }
     if (f && f->launch_extra && (rc = f->launch_extra(&k->variant, p, &x, err, errlen)) < 0) {
         cu->CtxPopCurrent(&popped);
         return rc;
@@ -386,8 +402,8 @@ static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext primary_ctx[MAX_DEVICES];
 static tt__device_limits primary_limits[MAX_DEVICES];
 
-static int context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__device_limits *lim,
-                       char *err, size_t errlen) {
+int tt__context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__device_limits *lim,
+                    char *err, size_t errlen) {
     if (ordinal < 0 || ordinal >= MAX_DEVICES || ordinal >= cu->device_count)
         return tt__fail(TT_ERR_NOGPU, err, errlen, "device %d is out of range", ordinal);
     CUdevice dev;
@@ -412,8 +428,8 @@ static int context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__devi
     return 0;
 }
 
-static int device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr, int *ordinal,
-                             char *err, size_t errlen) {
+int tt__device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr, int *ordinal,
+                          char *err, size_t errlen) {
     int ord = -1;
     CUresult r = cu->PointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(uintptr_t)ptr);
     if (r != CUDA_SUCCESS || ord < 0)
@@ -454,19 +470,19 @@ int tt__sdpa_target_of(const tt_sdpa_args *a, tt__sdpa_target *t, char *err, siz
     const tt__cuda *cu;
     if ((rc = tt__cuda_get(&cu, err, errlen)) < 0) return rc;
     int ord = -1, other = -1;
-    if ((rc = device_of_pointer(cu, "q", a->q, &ord, err, errlen)) < 0) return rc;
+    if ((rc = tt__device_of_pointer(cu, "q", a->q, &ord, err, errlen)) < 0) return rc;
     const struct {
         const char *name;
         const void *ptr;
     } more[4] = {{"k", a->k}, {"v", a->v}, {"o", a->o}, {"lse", a->lse}};
     for (int i = 0; i < 4; i++) {
         if (!more[i].ptr) continue;
-        if ((rc = device_of_pointer(cu, more[i].name, more[i].ptr, &other, err, errlen)) < 0) return rc;
+        if ((rc = tt__device_of_pointer(cu, more[i].name, more[i].ptr, &other, err, errlen)) < 0) return rc;
         if (other != ord)
             return tt__fail(TT_ERR_INVAL, err, errlen, "%s is on device %d, q on device %d", more[i].name,
                             other, ord);
     }
-    return context_for(cu, ord, &t->ctx, &t->limits, err, errlen);
+    return tt__context_for(cu, ord, &t->ctx, &t->limits, err, errlen);
 }
 
 int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_config *cfg, char *err,
@@ -514,7 +530,7 @@ static int limits_of(int device, tt__device_limits *lim, char *err, size_t errle
     int rc = tt__cuda_get(&cu, err, errlen);
     if (rc < 0) return rc;
     CUcontext ctx;
-    return context_for(cu, device, &ctx, lim, err, errlen);
+    return tt__context_for(cu, device, &ctx, lim, err, errlen);
 }
 
 int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap, size_t *count,

@@ -21,6 +21,7 @@
 #include <cuda.h>
 #include <stddef.h>
 
+#include "kernels/cuda_api.h"
 #include "kernels/jit.h"
 #include "kernels/sdpa_params.h"
 #include "tiletune.h"
@@ -47,9 +48,11 @@ typedef struct tt__kernel {
     CUmodule module;
     CUfunction fn;
     tt__variant variant;
+    CUfunction fn2; /* the family's second entry (tt__family.entry2), else NULL */
     tt__report report;
     int smem;    /* dynamic shared memory per CTA, bytes */
     int threads; /* per CTA */
+    tt__device_limits limits; /* of ctx's device: a family's own launch sizes its grid by them */
 } tt__kernel;
 
 /* Loads `cubin` (compiled for `v`) into `ctx` and raises the function's
@@ -76,11 +79,28 @@ int tt__kernel_get(CUcontext ctx, const tt__jit_opts *jo, const tt__variant *v,
  */
 int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *err, size_t errlen);
 
-/* Launches `k` on `stream` in k's context (pushed for the call). The
+/* Launches `k` on `stream` in k's context (pushed for the call), by its
+ * family's own launch path when it has one (tt__family.launch). The
  * params' head dim, dtype and causal flag must be the ones k was compiled
  * for: the caller made both from the same arguments. */
 int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream stream, char *err,
                       size_t errlen);
+
+/* The context tt_sdpa_fwd launches in for memory on device `ordinal`
+ * (the thread's current context on that device, else its primary one) and
+ * the device's limits. */
+int tt__context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__device_limits *lim,
+                    char *err, size_t errlen);
+/* The device ordinal of device pointer `ptr` (TT_ERR_INVAL: not device memory). */
+int tt__device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr, int *ordinal,
+                          char *err, size_t errlen);
+/* Strides (batch, head, row) in elements: >= 0 and multiples of 8 (rows
+ * start 16-byte aligned). */
+int tt__check_strides(const char *name, const int64_t s[3], char *err, size_t errlen);
+/* The last element of an n0 x n1 x n2 tensor of rows of row_len elements
+ * is addressable from ptr without wrapping. */
+int tt__check_extent(const char *name, const void *ptr, const int64_t s[3], int64_t n0, int64_t n1,
+                     int64_t n2, int64_t row_len, int64_t elem_bytes, char *err, size_t errlen);
 
 /* What one tt_sdpa_fwd call runs on: its checked parameters, the context
  * of the device that holds its tensors and that device's limits. */

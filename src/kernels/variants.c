@@ -72,6 +72,24 @@ static int useful_for_seqlen(const tt__family *f, const tt_config *c, const tt_k
     return tiles >= c->stages;
 }
 
+/* The program a variant compiles to: its host-only knobs zeroed, every
+ * byte that is not a field too (compared bytewise). */
+static tt__variant program_of(const tt__variant *v) {
+    tt__variant p;
+    memset(&p, 0, sizeof p);
+    p.config = v->config;
+    memset(p.config.reserved, 0, sizeof p.config.reserved);
+    const tt__family *f = tt__family_of(v->config.family);
+    for (int i = 0; f && i < TT__KNOB_COUNT; i++)
+        if (f->host_knobs & (1u << i)) tt__knob_set(tt__knob_at(i), &p.config, 0);
+    p.head_dim = v->head_dim;
+    p.dtype = v->dtype;
+    p.causal = v->causal;
+    p.arch = v->arch;
+    p.fault = v->fault;
+    return p;
+}
+
 struct compile_job {
     tt__space_entry *e;
     const tt__jit_opts *jo;
@@ -172,9 +190,58 @@ static void family_space_at(const tt__family *f, size_t index, tt_config *c) {
     }
 }
 
+int tt__space_compile(tt__space_entry *e, size_t *n, const tt__device_limits *dev, unsigned flags,
+                      const tt__jit_opts *jo, int threads, char *err, size_t errlen) {
+    size_t k = *n;
+    /* Entries that differ only in knobs no macro carries are one
+     * program: the first is compiled, the others take its result. */
+    size_t *first = malloc((k ? k : 1) * sizeof *first), m = 0;
+    tt__space_entry *uniq = calloc(k ? k : 1, sizeof *uniq);
+    if (!first || !uniq) {
+        free(first);
+        free(uniq);
+        return tt__fail(TT_ERR_NOMEM, err, errlen, "out of memory");
+    }
+    for (size_t i = 0; i < k; i++) {
+        tt__variant a = program_of(&e[i].variant);
+        size_t j = 0;
+        while (j < m) {
+            tt__variant b = program_of(&uniq[j].variant);
+            if (memcmp(&a, &b, sizeof a) == 0) break;
+            j++;
+        }
+        if (j == m) uniq[m++] = e[i];
+        first[i] = j;
+    }
+    struct compile_job job = {uniq, jo, dev};
+    tt__parallel_for(m, threads, compile_one, &job);
+    for (size_t i = 0; i < k; i++) {
+        const tt__space_entry *u = &uniq[first[i]];
+        e[i].status = u->status;
+        e[i].report = u->report;
+        memcpy(e[i].error, u->error, sizeof e[i].error);
+    }
+    free(first);
+    free(uniq);
+    if (!(flags & TT_SPACE_KEEP_INVALID)) {
+        size_t kept = 0;
+        for (size_t i = 0; i < k; i++)
+            if (e[i].status == TT_VARIANT_OK) e[kept++] = e[i];
+        k = kept;
+    }
+    *n = k;
+    return 0;
+}
+
 int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigned flags,
                         const tt__jit_opts *jo, int threads, tt__space_entry **out, size_t *n,
                         char *err, size_t errlen) {
+    return tt__space_enumerate_group(key, 1, dev, flags, jo, threads, out, n, err, errlen);
+}
+
+int tt__space_enumerate_group(const tt_key *key, int32_t group, const tt__device_limits *dev, unsigned flags,
+                              const tt__jit_opts *jo, int threads, tt__space_entry **out, size_t *n,
+                              char *err, size_t errlen) {
     if (!key || !dev || !out || !n) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
     if (!tt__head_dim_supported(key->head_dim))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)key->head_dim);
@@ -196,6 +263,7 @@ int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigne
             family_space_at(f, i, &c);
             if (tt__variant_check(&c, key->head_dim, dev, NULL, 0) < 0) continue;
             if (!useful_for_seqlen(f, &c, key)) continue;
+            if (f->useful && !f->useful(&c, key, group)) continue;
             tt__space_entry *x = &e[k++];
             x->variant.config = c;
             x->variant.head_dim = key->head_dim;
@@ -205,15 +273,9 @@ int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigne
             x->status = TT_VARIANT_UNCHECKED;
         }
     }
-    if (flags & TT_SPACE_COMPILE) {
-        struct compile_job job = {e, jo, dev};
-        tt__parallel_for(k, threads, compile_one, &job);
-        if (!(flags & TT_SPACE_KEEP_INVALID)) {
-            size_t kept = 0;
-            for (size_t i = 0; i < k; i++)
-                if (e[i].status == TT_VARIANT_OK) e[kept++] = e[i];
-            k = kept;
-        }
+    if ((flags & TT_SPACE_COMPILE) && tt__space_compile(e, &k, dev, flags, jo, threads, err, errlen) < 0) {
+        free(e);
+        return TT_ERR_NOMEM;
     }
     *out = e;
     *n = k;

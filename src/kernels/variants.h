@@ -70,6 +70,18 @@ int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigne
                         const tt__jit_opts *jo, int threads, tt__space_entry **out, size_t *n,
                         char *err, size_t errlen);
 
+/* The same for the key at GQA group `group` (query heads a K/V head; 0
+ * reads as 1): families that pack a group's rows size their tiles by it. */
+int tt__space_enumerate_group(const tt_key *key, int32_t group, const tt__device_limits *dev, unsigned flags,
+                              const tt__jit_opts *jo, int threads, tt__space_entry **out, size_t *n,
+                              char *err, size_t errlen);
+
+/* The compile step of tt__space_enumerate on entries it returned (`*n` of
+ * them; fewer after it without TT_SPACE_KEEP_INVALID). Entries that differ
+ * only in a family's host-only knobs are compiled once. */
+int tt__space_compile(tt__space_entry *e, size_t *n, const tt__device_limits *dev, unsigned flags,
+                      const tt__jit_opts *jo, int threads, char *err, size_t errlen);
+
 /* Runs fn(i, ctx) for i in [0, n) on `threads` threads (<= 0: online CPUs);
  * used for compiling a list of variants in parallel. */
 void tt__parallel_for(size_t n, int threads, void (*fn)(size_t i, void *ctx), void *ctx);

@@ -25,6 +25,11 @@ TEST(canonical_text_names_every_knob_in_order) {
     ASSERT(n > 0);
     ASSERT_STREQ(buf, "family=mma,block_m=128,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1");
     ASSERT_EQ(n, (int)strlen(buf));
+    /* a knob added after the first release appears only when not neutral */
+    c.split_ctas = 2;
+    n = tt_config_format(&c, buf, sizeof buf);
+    ASSERT_STREQ(buf, "family=mma,block_m=128,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1,split_ctas=2");
+    ASSERT_EQ(n, (int)strlen(buf));
 }
 
 TEST(text_parses_back_to_the_same_config) {
@@ -34,6 +39,7 @@ TEST(text_parses_back_to_the_same_config) {
         for (int st = 1; st <= 4; st++) {
             c.layout = layout;
             c.stages = st;
+            c.split_ctas = st % 2 ? 0 : st;
             ASSERT(tt_config_format(&c, buf, sizeof buf) > 0);
             ASSERT_OK(tt_config_parse(buf, &back));
             ASSERT(tt_config_equal(&c, &back));
@@ -43,10 +49,15 @@ TEST(text_parses_back_to_the_same_config) {
 
 TEST(parse_accepts_any_order_and_numeric_enums) {
     tt_config c;
-    ASSERT_OK(tt_config_parse("q_in_regs=0,layout=0,stages=1,warps=8,block_n=32,block_m=64,family=0", &c));
+    ASSERT_OK(tt_config_parse("split_ctas=2,q_in_regs=0,layout=0,stages=1,warps=8,block_n=32,block_m=64,family=3", &c));
     ASSERT_EQ(c.block_m, 64);
     ASSERT_EQ(c.warps, 8);
     ASSERT_EQ(c.layout, TT_LAYOUT_PAD);
+    ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+    ASSERT_EQ(c.split_ctas, 2);
+    /* a text without it (an older daemon's, a stored record) reads it as 0 */
+    ASSERT_OK(tt_config_parse("q_in_regs=0,layout=0,stages=1,warps=8,block_n=32,block_m=64,family=0", &c));
+    ASSERT_EQ(c.split_ctas, 0);
 }
 
 TEST(parse_rejects_malformed_text) {
@@ -85,7 +96,7 @@ TEST(format_refuses_out_of_range_and_short_buffers) {
 }
 
 TEST(knob_table_walks_every_field) {
-    ASSERT_EQ(tt__knob_count(), 7);
+    ASSERT_EQ(tt__knob_count(), 8);
     ASSERT_STREQ(tt__knob_at(0)->name, "family");
     ASSERT_STREQ(tt__knob_find("block_n")->macro, "TT_BLOCK_N");
     tt_config c = sample();

@@ -1,6 +1,8 @@
 /*
  * Compiles EVERY variant of the space with NVRTC, for sm_80 and sm_90 and
- * every head_dim x dtype x causal (bottom-right causal in bf16 only), and
+ * every head_dim x dtype x causal (bottom-right causal in bf16 only; family
+ * splitkv in bf16 bottom-right only, each program once: its split target
+ * is a host-only knob), and
  * checks each one's ptxas report: it compiles (a compile error fails the test: the space and the source's
  * rules disagree), registers <= 255, shared memory as the contract's
  * formula says and within the arch's opt-in limit, and no variant that
@@ -55,8 +57,18 @@ TEST(every_variant_compiles_for_sm80_and_sm90) {
                     key.causal = causal;
                     tt__space_entry *e = NULL;
                     size_t n = 0;
-                    ASSERT_OK(tt__space_enumerate(&key, &dev, TT_SPACE_COMPILE | TT_SPACE_KEEP_INVALID,
-                                                  &jo, 0, &e, &n, err, sizeof err));
+                    ASSERT_OK(tt__space_enumerate(&key, &dev, 0, &jo, 0, &e, &n, err, sizeof err));
+                    /* splitkv in bf16 bottom-right only (its widest mask;
+                     * the dtype changes the MMA's type alone): its space
+                     * is every tile shape at an unknown seqlen_q, and
+                     * each combination would add ~70 compiles */
+                    if (!(dt == 1 && causal == 2)) {
+                        size_t w = 0;
+                        for (size_t i = 0; i < n; i++)
+                            if (e[i].variant.config.family != TT_FAMILY_SPLITKV) e[w++] = e[i];
+                        n = w;
+                    }
+                    ASSERT_OK(tt__space_compile(e, &n, &dev, TT_SPACE_KEEP_INVALID, &jo, 0, err, sizeof err));
                     ASSERT(n > 0);
                     int kept = 0;
                     for (size_t i = 0; i < n; i++) {

@@ -223,10 +223,16 @@ TEST(shared_memory_limit) {
 TEST(space_is_tens_per_head_dim) {
     int hds[5] = {32, 64, 96, 128, 256};
     for (int i = 0; i < 5; i++) {
-        size_t n90 = space_size(hds[i], 90, 0), n80 = space_size(hds[i], 80, 0);
-        printf("d%d: %zu variants on sm_90, %zu on sm_80\n", hds[i], n90, n80);
+        size_t skv90 = count_family(hds[i], 90, 0, TT_FAMILY_SPLITKV);
+        size_t n90 = space_size(hds[i], 90, 0) - skv90;
+        size_t n80 = space_size(hds[i], 80, 0) - count_family(hds[i], 80, 0, TT_FAMILY_SPLITKV);
+        printf("d%d: %zu variants on sm_90 (+%zu splitkv), %zu on sm_80\n", hds[i], n90, skv90, n80);
         ASSERT(n90 >= 8 && n90 <= 80);
         ASSERT(n80 <= n90);
+        /* splitkv: every tile shape when seqlen_q is unknown, a few
+         * tens once it is (tests/kernels/test_splitkv.c) */
+        ASSERT(skv90 <= 160);
+        ASSERT_EQ(skv90 == 0, hds[i] == 96);
     }
     ASSERT(space_size(256, 86, 0) < space_size(256, 80, 0));
 }
@@ -256,7 +262,12 @@ TEST(huge_seqlen_k_prunes_nothing) {
     size_t n;
     ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
     free(e);
-    ASSERT_EQ(n, space_size(64, 90, 0));
+    /* the same seqlen_q with no seqlen_k: splitkv's tiles follow seqlen_q */
+    tt_key k0 = {.head_dim = 64, .dtype = TT_DTYPE_FP16, .seqlen_q = 1, .seqlen_k = 0};
+    size_t n0;
+    ASSERT_OK(tt__space_enumerate(&k0, &d, 0, NULL, 1, &e, &n0, NULL, 0));
+    free(e);
+    ASSERT_EQ(n, n0);
 }
 
 TEST(bad_keys) {
@@ -292,6 +303,10 @@ TEST(family_table_is_consistent) {
         ASSERT(f->files[0].name && f->files[0].text && *f->files[0].len > 0);
         ASSERT(f->check && f->registers && f->register_budget && f->smem_bytes && f->threads);
         ASSERT(f->arch_min >= 80 && f->arch_min <= f->arch_max && f->arch_suffix);
+        /* a host-only knob is one the family reads; a second entry is for
+         * its own launch path */
+        ASSERT_EQ(f->host_knobs & ~f->reads, 0u);
+        ASSERT(!f->entry2 || f->launch);
         /* A family with no default table of its own (ws, not yet a
          * default) runs where another family's table answers. */
         if (!f->defaults[0].lookup) {

@@ -251,6 +251,7 @@ TEST(concurrent_first_opens_migrate_once) {
  * file: the node's own rows take the model's versions, an imported winner
  * (no measurement) stays '' (not recorded), and new rows keep their own. */
 extern const char tt_schema_sql[];
+extern const char tt_migrate_3_sql[];
 
 TEST(migration_keeps_versions_per_record) {
     const char *p = fresh_path();
@@ -365,6 +366,64 @@ TEST(migrates_a_version_1_database_with_data) {
     /* reopening does not migrate again */
     s = open_ok(p);
     ASSERT_OK(tt_store_get_best(s, &br, &r));
+    tt_store_close(s);
+    cleanup();
+}
+
+/* The step that adds the knob split_ctas, from a version 3 file with rows
+ * (version 1's schema and the released steps 2 and 3): every row stays,
+ * reads split_ctas 0 (what the families before it ran), and a new winner
+ * keeps its non-zero value. */
+TEST(migration_adds_split_ctas_and_keeps_rows) {
+    const char *p = fresh_path();
+    char sql[768];
+    raw_exec(p, tt_schema_sql);
+    raw_exec(p, "ALTER TABLE measurement ADD COLUMN driver TEXT NOT NULL DEFAULT '';"
+                "ALTER TABLE measurement ADD COLUMN cuda TEXT NOT NULL DEFAULT '';"
+                "ALTER TABLE measurement ADD COLUMN nvrtc TEXT NOT NULL DEFAULT '';"
+                "ALTER TABLE best ADD COLUMN driver TEXT NOT NULL DEFAULT '';"
+                "ALTER TABLE best ADD COLUMN cuda TEXT NOT NULL DEFAULT '';"
+                "ALTER TABLE best ADD COLUMN nvrtc TEXT NOT NULL DEFAULT '';");
+    raw_exec(p, tt_migrate_3_sql);
+    snprintf(sql, sizeof sql,
+             "PRAGMA application_id = %d; PRAGMA user_version = 3;"
+             "INSERT INTO gpu VALUES ('%s', 'G', 9, 0, 132, 1, '580.1', '13.0', '13.0', 1, 1);"
+             "INSERT INTO kernel_rev VALUES ('%s', '', 1);",
+             TT_STORE_APPLICATION_ID, GPU_A, REV);
+    raw_exec(p, sql);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO measurement (id, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads,"
+             " family, block_m, block_n, warps, stages, layout, q_in_regs, time_ms, measured_at, status, driver)"
+             " VALUES (1, '%s', '%s', 'fp16', 128, 0, 1024, 1024, 4, 16, 0, 128, 64, 4, 2, 1, 0, 1.0, 1, 'ok',"
+             " '580.1');"
+             "INSERT INTO best (gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads, family,"
+             " block_m, block_n, warps, stages, layout, q_in_regs, time_ms, measured_at, measurement_id, driver)"
+             " VALUES ('%s', '%s', 'fp16', 128, 0, 1024, 1024, 4, 16, 0, 128, 64, 4, 2, 1, 0, 1.0, 1, 1, '580.1');",
+             GPU_A, REV, GPU_A, REV);
+    raw_exec(p, sql);
+    tt_store *s = open_ok(p);
+    ASSERT_EQ(raw_int(p, "PRAGMA user_version"), TT_STORE_SCHEMA_VERSION);
+    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM measurement WHERE split_ctas = 0"), 1);
+    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM best WHERE split_ctas = 0"), 1);
+    tt_record r;
+    tt_key_v2 k = key_of(GPU_A, 1024);
+    k.causal = 0;
+    ASSERT_OK(tt_store_get_best(s, &k, &r));
+    ASSERT_EQ(r.config.block_m, 128);
+    ASSERT_EQ(r.config.layout, 1);
+    ASSERT_EQ(r.config.split_ctas, 0);
+    ASSERT_STREQ(r.driver, "580.1");
+    ASSERT_EQ(r.id, 1);
+    /* a splitkv winner keeps its split target */
+    r.config.family = TT_FAMILY_SPLITKV;
+    r.config.block_m = 16;
+    r.config.layout = 0;
+    r.config.split_ctas = 2;
+    ASSERT_OK(tt_store_put_best(s, &r));
+    ASSERT_OK(tt_store_get_best(s, &k, &r));
+    ASSERT_EQ(r.config.family, TT_FAMILY_SPLITKV);
+    ASSERT_EQ(r.config.split_ctas, 2);
+    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM measurement"), 1);
     tt_store_close(s);
     cleanup();
 }

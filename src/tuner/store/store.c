@@ -56,10 +56,20 @@ extern const char tt_migrate_3_sql[];
     "UPDATE best SET (driver, cuda, nvrtc) = (SELECT g.driver, g.cuda, g.nvrtc FROM gpu g"        \
     " WHERE g.fingerprint = best.gpu) WHERE measurement_id IS NOT NULL;"
 
+/* The knob split_ctas (splitkv's split target, knobs.def): a column of
+ * measurement and best at its neutral value 0, which every record of the
+ * families before it means (they do not read it). Self-contained (two
+ * ADD COLUMNs, whatever the tables are), but after step 3: that step
+ * rebuilds both tables naming their columns, and would drop this one. */
+#define MIGRATE_KNOB_SPLIT_CTAS                                                  \
+    "ALTER TABLE measurement ADD COLUMN split_ctas INTEGER NOT NULL DEFAULT 0;" \
+    "ALTER TABLE best ADD COLUMN split_ctas INTEGER NOT NULL DEFAULT 0;"
+
 static const char *const migrations[] = {
     NULL, /* 0 -> 1: db/schema.sql */
     MIGRATE_RECORD_VERSIONS,
     tt_migrate_3_sql, /* 2 -> 3: db/migrate_3.sql: the GQA group, causal 2 */
+    MIGRATE_KNOB_SPLIT_CTAS, /* 3 -> 4 */
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == TT_STORE_SCHEMA_VERSION,
                "one migration step per schema version");

@@ -28,7 +28,7 @@
 /* PRAGMA application_id of a tiletune database: "TTdb" in ASCII. */
 #define TT_STORE_APPLICATION_ID 0x54546462
 /* The schema version this build writes (PRAGMA user_version). */
-#define TT_STORE_SCHEMA_VERSION 3
+#define TT_STORE_SCHEMA_VERSION 4
 
 
 typedef struct tt_store tt_store;

@@ -105,7 +105,9 @@ static int candidates(keyrun *r, cand **out, int *n) {
     size_t ne = 0;
     tt_key k1;
     tt__key_to_v1(&r->t->key, &k1);
-    if (tt__space_enumerate(&k1, &w->dev.limits, 0, NULL, 1, &e, &ne, r->err, sizeof r->err) < 0) return -1;
+    if (tt__space_enumerate_group(&k1, r->t->key.group, &w->dev.limits, 0, NULL, 1, &e, &ne, r->err,
+                                  sizeof r->err) < 0)
+        return -1;
     cand *c = calloc(ne + 2, sizeof *c);
     if (!c) {
         free(e);

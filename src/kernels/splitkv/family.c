@@ -1,0 +1,188 @@
+/*
+ * Family `splitkv` (sm_80+): inference shapes. Its device file is
+ * splitkv/mainloop.cuh over its own contract splitkv/params.h; its launch
+ * (splitkv/launch.c) is its own: the kernel takes its own parameters, the
+ * split count comes from the SM count at launch and the partial results
+ * are merged by the last split or by a second kernel. Here: the rules of
+ * the mainloop's #errors mirrored, its registers and shared memory, the
+ * built-in default, the space and the split count. No driver calls.
+ */
+#include <string.h>
+
+#include "common/fail.h"
+#include "kernels/family.h"
+#include "kernels/splitkv/splitkv.h"
+
+extern const char tt_splitkv_mainloop_source[];
+extern const unsigned long tt_splitkv_mainloop_source_len;
+extern const char tt_splitkv_params_header[];
+extern const unsigned long tt_splitkv_params_header_len;
+
+int tt__splitkv_head_dim_ok(int64_t d) { return d == 32 || d == 64 || d == 128 || d == 256; }
+
+static int64_t smem_bytes(const tt_config *c, int32_t d) {
+    return TT_SPLITKV_SMEM_BYTES((int64_t)c->block_m, (int64_t)c->block_n, (int64_t)d, (int64_t)c->stages,
+                                 (int64_t)c->warps);
+}
+
+static int check(const tt_config *c, int32_t d, char *err, size_t errlen) {
+    if (!tt__splitkv_head_dim_ok(d))
+        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "family splitkv: head_dim %d is not 32, 64, 128 or 256",
+                        (int)d);
+#define BAD(...) return tt__fail(TT_ERR_INVAL, err, errlen, "family splitkv: " __VA_ARGS__)
+    const int bm = c->block_m, bn = c->block_n, w = c->warps;
+    if (bm != 16 && bm != 32 && bm != 64 && bm != 128) BAD("block_m %d is not 16, 32, 64 or 128", bm);
+    if (w < 1 || w > 8) BAD("warps %d is not 1..8", w);
+    if (c->stages < 2 || c->stages > 4) BAD("stages %d is not 2..4", (int)c->stages);
+    const int rw = TT_SKV_RW(bm, d), wm = bm / rw;
+    if (w % wm != 0) BAD("warps %d is not a multiple of the %d row warps of block_m %d", w, wm, bm);
+    const int wk = w / wm;
+    if (bn % (16 * wk) != 0) BAD("block_n %d is not a multiple of 16 x %d key warps", bn, wk);
+    const int nt = 32 * w, cpr = d / 8;
+    if (nt % cpr != 0 || bn % (nt / cpr) != 0) BAD("block_n %d does not split into the %d threads' copies", bn, nt);
+#undef BAD
+    return 0;
+}
+
+/* S, O and Q fragments per thread (m tiles of a warp's rows, its share of
+ * the keys). */
+static int32_t registers(const tt_config *c, int32_t d) {
+    const int rw = TT_SKV_RW(c->block_m, d), mt = rw / 16, wk = TT_SKV_WK(c->block_m, d, c->warps);
+    const int wn = wk > 0 ? c->block_n / wk : c->block_n;
+    return mt * (wn + d) / 2 + (c->q_in_regs ? mt * d / 4 : 0);
+}
+
+/* Over 160 fragment floats ptxas spills (seen: 2 m tiles x (64 + 128) / 2
+ * = 192 spilled 52 bytes at 255 registers). */
+static int32_t register_budget(const tt_config *c) {
+    (void)c;
+    return 160;
+}
+
+static int32_t threads(const tt_config *c) { return c->warps * 32; }
+
+int64_t tt__splitkv_rows(int64_t seqlen_q, int64_t group) { return seqlen_q * group; }
+
+static void make(tt_config *c, int bm, int bn, int warps, int stages, int q_in_regs, int split_ctas) {
+    memset(c, 0, sizeof *c);
+    c->family = TT_FAMILY_SPLITKV;
+    c->block_m = bm;
+    c->block_n = bn;
+    c->warps = warps;
+    c->stages = stages;
+    c->layout = TT_LAYOUT_PAD;
+    c->q_in_regs = q_in_regs;
+    c->split_ctas = split_ctas;
+}
+
+/* The smallest tile that holds `rows` packed rows, at most 128. */
+static int tile_rows(int64_t rows) { return rows <= 16 ? 16 : rows <= 32 ? 32 : rows <= 64 ? 64 : 128; }
+
+int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__device_limits *dev, tt_config *out) {
+    tt__device_limits nominal;
+    if (!dev) {
+        tt__device_limits_nominal(90, &nominal);
+        dev = &nominal;
+    }
+    (void)seqlen_k;
+    const int bm = tile_rows(rows);
+    /* Candidates in order of preference; the first legal one on dev wins.
+     * From the sweeps on the H200 (docs/perf.md): decode (16 rows) 64-key
+     * tiles, 2 stages (three CTAs an SM), 2 CTAs an SM as the split target:
+     * the winner at (1, 131072) and, at split target 1, at (16, 32768);
+     * 32 rows 128-key tiles, 3 stages (winner at batch 1, Lq 8); 64 rows
+     * 64-key tiles, 2 stages (winner at Lq 16); prefill 128 rows, 8 warps. */
+    tt_config cand[6];
+    size_t n = 0;
+    if (bm == 16) {
+        make(&cand[n++], 16, 64, 4, 2, 1, 2);
+        make(&cand[n++], 16, 64, 4, 2, 0, 2);
+    } else if (bm == 32) {
+        make(&cand[n++], 32, 128, 4, 3, 0, 0);
+        make(&cand[n++], 32, 64, 4, 2, 0, 0);
+    } else if (bm == 64) {
+        make(&cand[n++], 64, 64, 4, 2, 0, 0);
+    } else {
+        make(&cand[n++], 128, 64, 8, 2, 0, 0);
+        make(&cand[n++], 64, 64, 4, 2, 0, 0);
+    }
+    make(&cand[n++], 16, 32, 2, 2, 0, 0); /* fits any sm_80+ at every head dim */
+    for (size_t i = 0; i < n; i++)
+        if (tt__variant_check(&cand[i], d, dev, NULL, 0) == 0) {
+            *out = cand[i];
+            return 0;
+        }
+    return TT_ERR_UNSUPPORTED;
+}
+
+/* Tiles no larger than the packed rows (seqlen_q x group) need, and one
+ * size down (more query blocks); Q in registers wherever it fits (its
+ * fragments are reused every tile), else from shared memory. */
+static int useful(const tt_config *c, const tt_key *key, int32_t group) {
+    if (key->seqlen_q > 0) {
+        const int top = tile_rows(tt__splitkv_rows(key->seqlen_q, group > 1 ? group : 1));
+        if (c->block_m != top && !(top > 16 && c->block_m == top / 2)) return 0;
+    }
+    if (!c->q_in_regs) {
+        tt_config r = *c;
+        r.q_in_regs = 1;
+        if (tt__variant_check(&r, key->head_dim, NULL, NULL, 0) == 0) return 0;
+    }
+    return 1;
+}
+
+int tt__splitkv_splits(const tt_config *c, int sm_count, int fit, int64_t ctas, int64_t max_tiles) {
+    if (max_tiles <= 1 || sm_count <= 0 || ctas <= 0) return 1;
+    const int64_t per_sm = c->split_ctas > 0 ? c->split_ctas : (fit > 0 ? fit : 1);
+    const int64_t target = per_sm * sm_count;
+    if (ctas >= target) return 1;
+    int64_t s = (target + ctas - 1) / ctas;
+    if (s > max_tiles) s = max_tiles;
+    if (s > TT_SPLITKV_MAX_SPLITS) s = TT_SPLITKV_MAX_SPLITS;
+    /* no empty split: as many splits as the tiles per split need */
+    const int64_t per = (max_tiles + s - 1) / s;
+    return (int)((max_tiles + per - 1) / per);
+}
+
+/*
+ * The space (per key; docs/kernels.md, measured on the H200 in
+ * docs/perf.md):
+ *   block_m    16/32/64/128 packed rows, the key's tile and one down
+ *   block_n    64 or 128 keys a tile
+ *   warps      4 or 8: past the row warps they split the tile's keys
+ *   stages     2 to 4 (decode streams K/V: deeper rings pay there)
+ *   q_in_regs  1 where it fits, else 0
+ *   split_ctas 0 (one full wave of what fits an SM), 2 or 4 CTAs an SM:
+ *              read by the launch only, one program for the three
+ * Not knobs: layout (padded rows, pinned), the fused merge (by the rows a
+ * CTA holds; TILETUNE_SPLITKV_FUSED=0 forces the merge kernel).
+ */
+const tt__family tt__family_splitkv = {
+    .id = TT_FAMILY_SPLITKV,
+    .causal_max = 2,
+    .name = "splitkv",
+    .arch_min = 80,
+    .arch_max = 199,
+    .arch_suffix = "",
+    .files = {{"splitkv/mainloop.cuh", tt_splitkv_mainloop_source, &tt_splitkv_mainloop_source_len},
+              {"splitkv/params.h", tt_splitkv_params_header, &tt_splitkv_params_header_len}},
+    .reads = TT__KNOB_BIT(block_m) | TT__KNOB_BIT(block_n) | TT__KNOB_BIT(warps) | TT__KNOB_BIT(stages) |
+             TT__KNOB_BIT(q_in_regs) | TT__KNOB_BIT(split_ctas),
+    .host_knobs = TT__KNOB_BIT(split_ctas),
+    .pinned = {.layout = TT_LAYOUT_PAD},
+    .space = {.block_m = {4, {16, 32, 64, 128}},
+              .block_n = {2, {64, 128}},
+              .warps = {2, {4, 8}},
+              .stages = {3, {2, 3, 4}},
+              .q_in_regs = {2, {1, 0}},
+              .split_ctas = {3, {0, 2, 4}}},
+    .stages_min = 2,
+    .check = check,
+    .registers = registers,
+    .register_budget = register_budget,
+    .smem_bytes = smem_bytes,
+    .threads = threads,
+    .useful = useful,
+    .entry2 = TT_SPLITKV_COMBINE_ENTRY,
+    .launch = tt__splitkv_launch_dense,
+};

@@ -1,0 +1,646 @@
+/*
+ * Family splitkv: attention for inference shapes (decode, speculative
+ * decode, chunked prefill) on mma.sync m16n8k16, ldmatrix and 16-byte
+ * cp.async (sm_80 and later).
+ *
+ * - Packed GQA: a CTA works on one KV head; its rows are (query position x
+ *   the heads_q / heads_kv query heads sharing that KV head), so each K/V
+ *   tile is read once per group. One decode token of group 4 is 4 rows of a
+ *   16-row tile.
+ * - Small tiles: 16 or 32 packed rows; the warps then split the K/V tile's
+ *   keys (each warp an online softmax over its slice) and merge through
+ *   shared memory at the end. Larger tiles split rows first (FlashAttention-2).
+ * - Split-KV: blockIdx.x = query block * splits + split; a split takes a
+ *   contiguous range of the CTA's key tiles. With splits > 1 it writes its
+ *   normalized O (fp32) and LSE to the workspace and tt_splitkv_combine_kernel
+ *   merges them; with one split it writes O and LSE itself.
+ * - Paged KV (block table, power-of-two pages), per-sequence KV lengths,
+ *   variable-length packed batches (cumulative lengths): runtime addressing,
+ *   uniform per CTA.
+ *
+ * The family's device file (TT_MAINLOOP under sdpa.cu), over its own
+ * contract splitkv/params.h rather than skeleton.cuh: its CTA is one KV
+ * head's packed rows, its warps may split keys, and a split writes fp32
+ * partial results, none of which the skeleton's tile coordinates and
+ * epilogue describe. No system headers: 16-bit values are raw bits.
+ */
+#ifndef TT_KERNELS_SPLITKV_MAINLOOP_CUH
+#define TT_KERNELS_SPLITKV_MAINLOOP_CUH
+
+#include "splitkv/params.h"
+
+#if !defined(TT_BLOCK_M) || !defined(TT_BLOCK_N) || !defined(TT_WARPS) || !defined(TT_STAGES) || \
+    !defined(TT_HEAD_DIM) || !defined(TT_DTYPE) || !defined(TT_CAUSAL)
+#error "splitkv/mainloop.cuh: every TT_ knob and problem macro must be defined"
+#endif
+/* The legal space; splitkv/family.c's check mirrors these rules. */
+#if TT_HEAD_DIM != 32 && TT_HEAD_DIM != 64 && TT_HEAD_DIM != 128 && TT_HEAD_DIM != 256
+#error "family splitkv: TT_HEAD_DIM must be 32, 64, 128 or 256"
+#endif
+#if TT_BLOCK_M != 16 && TT_BLOCK_M != 32 && TT_BLOCK_M != 64 && TT_BLOCK_M != 128
+#error "family splitkv: TT_BLOCK_M must be 16, 32, 64 or 128"
+#endif
+#if TT_WARPS < 1 || TT_WARPS > 8
+#error "family splitkv: TT_WARPS must be 1..8"
+#endif
+#if TT_STAGES < 2 || TT_STAGES > 4
+#error "family splitkv: TT_STAGES must be 2..4"
+#endif
+#ifndef TT_Q_IN_REGS
+#define TT_Q_IN_REGS 1
+#endif
+#if TT_Q_IN_REGS != 0 && TT_Q_IN_REGS != 1
+#error "TT_Q_IN_REGS must be 0 or 1"
+#endif
+#if TT_CAUSAL < 0 || TT_CAUSAL > 2
+#error "TT_CAUSAL must be 0, 1 (top-left) or 2 (bottom-right)"
+#endif
+#if TT_DTYPE != 0 && TT_DTYPE != 1
+#error "TT_DTYPE must be 0 (fp16) or 1 (bf16)"
+#endif
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef tt_skv_i64 i64;
+
+namespace {
+
+constexpr int D = TT_HEAD_DIM;
+constexpr int BM = TT_BLOCK_M;
+constexpr int BN = TT_BLOCK_N;
+constexpr int NW = TT_WARPS;
+constexpr int NT = NW * 32;
+constexpr int ST = TT_STAGES;
+constexpr int CPR = D / 8; /* 16-byte chunks per row */
+constexpr int RW = TT_SKV_RW(BM, D);
+constexpr int MT = RW / 16;
+constexpr int WM = TT_SKV_WM(BM, D);
+constexpr int WK = TT_SKV_WK(BM, D, NW);
+constexpr int WN = BN / WK;
+constexpr int ROW_BYTES = (D + 8) * 2; /* padded: ldmatrix rows in distinct banks */
+constexpr int OROW = D + 8;            /* fp32 merge row, floats */
+constexpr u32 Q_BYTES = BM * ROW_BYTES;
+constexpr u32 T_BYTES = BN * ROW_BYTES;
+constexpr int RSTEP = NT / CPR; /* rows one pass of the CTA's threads copies */
+
+static_assert(NW % WM == 0 && WK >= 1, "warps must be a multiple of the row warps");
+static_assert(BN % WK == 0 && WN % 16 == 0, "each key warp needs a multiple of 16 keys");
+static_assert(NT % CPR == 0 && BN % RSTEP == 0, "tile copy shape");
+static_assert(MT * (WN + D) / 2 + (TT_Q_IN_REGS ? MT * D / 4 : 0) <= 160, "accumulators leave no room");
+
+__device__ __forceinline__ u32 smem_u32(const void *p) {
+    u32 r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ void cp_async16(u32 saddr, const void *g, bool pred) {
+    /* src-size 0 zero-fills: rows past the end read nothing */
+    /* K/V rows are streamed once: let L2 fetch whole 128-byte lines */
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(g), "r"(pred ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldsm_x4(u32 addr, u32 &r0, u32 &r1, u32 &r2, u32 &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(u32 addr, u32 &r0, u32 &r1, u32 &r2, u32 &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+__device__ __forceinline__ void mma16816(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#if TT_DTYPE == 0
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+#endif
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+    u32 r;
+#if TT_DTYPE == 0
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+    return r;
+}
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float lg2(float x) {
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
+
+/* One sequence's view of the batch: its lengths and first rows. */
+struct Seq {
+    int Lq, Lk, qoff, koff;
+};
+__device__ __forceinline__ Seq seq_of(const tt_splitkv_params &p, int b) {
+    Seq s;
+    s.Lq = p.seqlen_q;
+    s.qoff = 0;
+    if (p.cu_seqlens_q) {
+        s.qoff = p.cu_seqlens_q[b];
+        s.Lq = p.cu_seqlens_q[b + 1] - s.qoff;
+    }
+    s.Lk = p.seqlen_k;
+    s.koff = 0;
+    if (p.cu_seqlens_k) {
+        s.koff = p.cu_seqlens_k[b];
+        s.Lk = p.cu_seqlens_k[b + 1] - s.koff;
+    }
+    if (p.seqlens_k) s.Lk = p.seqlens_k[b];
+    /* device-side lengths are trusted, but never read past the maxima */
+    s.Lq = max(0, min(s.Lq, p.seqlen_q));
+    s.Lk = max(0, min(s.Lk, p.seqlen_k));
+    return s;
+}
+
+/* Keys query position i sees: [0, key_limit). */
+__device__ __forceinline__ int key_limit(int i, int Lq, int Lk) {
+#if TT_CAUSAL == 0
+    (void)i;
+    (void)Lq;
+    return Lk;
+#else
+    const int off = TT_CAUSAL == 2 ? Lk - Lq : 0;
+    return max(0, min(Lk, i + off + 1));
+#endif
+}
+
+/* A row's max and sum over the key warps' (max, sum) pairs in shared
+ * memory ([WK][BM] each), exp2 domain. */
+__device__ __forceinline__ void row_stats(const float *sm_m, const float *sm_l, int row, float sl2, float &M,
+                                          float &L) {
+    M = neg_inf();
+    L = 0.f;
+#pragma unroll
+    for (int w = 0; w < WK; ++w) M = fmaxf(M, sm_m[w * BM + row]);
+#pragma unroll
+    for (int w = 0; w < WK; ++w) {
+        const float mw = sm_m[w * BM + row];
+        if (mw != neg_inf()) L += sm_l[w * BM + row] * ex2((mw - M) * sl2);
+    }
+}
+
+/* Loads another CTA's partial result: .cg reads L2, never a stale L1 line. */
+__device__ __forceinline__ float ld_cg(const float *a) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(v) : "l"(a));
+    return v;
+}
+
+/* Merges the splits of one (token, head) row with one warp: LSE = log-sum-exp
+ * of the splits' LSEs, O = sum of exp(lse_s - LSE) O_s. Every lane holds the
+ * LSEs of splits lane, lane + 32, ..., so the weights need no memory round
+ * trip per split, and the O loads of consecutive splits are independent
+ * (an earlier loop that read each split's LSE before its O serialized two
+ * round trips per split). Splits that saw no key (LSE -inf) weigh 0. A row
+ * with no key at all gets O = 0 and LSE = +inf, as the single-split path. */
+__device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row, int b, int i, int h, int lane) {
+    const float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
+    const i64 nrows = (i64)p.tokens * p.heads_q;
+    constexpr int KS = (TT_SPLITKV_MAX_SPLITS + 31) / 32;
+    float w[KS];
+    float mx = neg_inf();
+#pragma unroll
+    for (int k = 0; k < KS; ++k) {
+        const int s = lane + 32 * k;
+        w[k] = s < p.splits ? ld_cg(p.lse_part + s * nrows + row) : neg_inf();
+        mx = fmaxf(mx, w[k]);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < KS; ++k) sum += w[k] == neg_inf() ? 0.f : ex2((w[k] - mx) * LOG2E);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const bool empty = mx == neg_inf() || !(sum > 0.f);
+    const float lse = empty ? pos_inf() : mx + lg2(sum) * LN2;
+#pragma unroll
+    for (int k = 0; k < KS; ++k) w[k] = (empty || w[k] == neg_inf()) ? 0.f : ex2((w[k] - lse) * LOG2E);
+
+    constexpr int PER = (D + 31) / 32; /* columns a lane: lane + 32 e */
+    float o[PER];
+#pragma unroll
+    for (int e = 0; e < PER; ++e) o[e] = 0.f;
+#pragma unroll
+    for (int k = 0; k < KS; ++k) {
+        if (32 * k >= p.splits) break;
+#pragma unroll 4
+        for (int j = 0; j < 32; ++j) {
+            const int s = 32 * k + j;
+            if (s >= p.splits) break;
+            const float ws = __shfl_sync(0xffffffffu, w[k], j);
+            if (ws == 0.f) continue; /* uniform: the broadcast weight */
+            const float *src = p.o_part + (s * nrows + row) * D;
+#pragma unroll
+            for (int e = 0; e < PER; ++e)
+                if (lane + 32 * e < D) o[e] = fmaf(ws, ld_cg(src + lane + 32 * e), o[e]);
+        }
+    }
+    u16 *dst = (u16 *)p.o + b * p.o_batch_stride + (i64)i * p.o_row_stride + (i64)h * p.o_head_stride;
+#pragma unroll
+    for (int e = 0; e < PER; ++e)
+        if (lane + 32 * e < D) dst[lane + 32 * e] = (u16)(pack2(o[e], 0.f) & 0xffffu);
+    if (lane == 0 && p.lse)
+        p.lse[b * p.lse_batch_stride + (i64)h * p.lse_head_stride + (i64)i * p.lse_row_stride] = lse;
+}
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_params p) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int wm = warp / WK, wk = warp % WK;
+    const int split = (int)(blockIdx.x % (unsigned)p.splits), qb = (int)(blockIdx.x / (unsigned)p.splits);
+    const int hk = blockIdx.y, b = blockIdx.z;
+    const int G = p.group;
+    const Seq sq = seq_of(p, b);
+    const int rows = sq.Lq * G; /* packed rows of this sequence */
+    const int pr0 = qb * BM;
+    if (pr0 >= rows) return; /* a shorter sequence than the grid's longest */
+
+    const int i_first = pr0 / G, i_last = min(sq.Lq - 1, (pr0 + BM - 1) / G);
+    const int kv_end = key_limit(i_last, sq.Lq, sq.Lk);
+    const int min_lim = key_limit(i_first, sq.Lq, sq.Lk);
+    const int n_tiles = (kv_end + BN - 1) / BN;
+    const int tps = (n_tiles + p.splits - 1) / p.splits;
+    const int t_begin = split * tps, t_end = min(n_tiles, t_begin + tps);
+
+    const u32 sQ = smem_u32(smem);
+    const u32 sKV = sQ + Q_BYTES; /* slot s: K at sKV + 2 s T, V after it */
+
+    /* Q: BM packed rows; row r is query position (pr0 + r) / G of head
+     * hk * G + (pr0 + r) % G. */
+    {
+        const u16 *q = (const u16 *)p.q + b * p.q_batch_stride;
+#pragma unroll
+        for (int it = 0; it < (BM * CPR + NT - 1) / NT; ++it) {
+            const int idx = tid + it * NT;
+            if ((BM * CPR) % NT == 0 || idx < BM * CPR) {
+                const int r = idx / CPR, c = idx % CPR, pr = pr0 + r;
+                const bool ok = pr < rows;
+                const int i = pr / G, h = hk * G + pr % G;
+                const u16 *src = q + (i64)(sq.qoff + i) * p.q_row_stride + (i64)h * p.q_head_stride + c * 8;
+                cp_async16(sQ + r * ROW_BYTES + c * 16, ok ? src : q, ok);
+            }
+        }
+        cp_commit();
+    }
+
+    const bool paged = p.block_table != 0;
+    const u16 *kb = (const u16 *)p.k + hk * p.k_head_stride;
+    const u16 *vb = (const u16 *)p.v + hk * p.v_head_stride;
+    if (!paged) {
+        kb += b * p.k_batch_stride + (i64)sq.koff * p.k_row_stride;
+        vb += b * p.v_batch_stride + (i64)sq.koff * p.v_row_stride;
+    }
+    const int *table = paged ? p.block_table + b * p.table_stride : 0;
+    const int pmask = (1 << p.page_shift) - 1;
+    const int Lk = sq.Lk;
+    /* Tile j of keys into ring slot `slot`: each thread copies one chunk
+     * column of every RSTEP-th row; a paged row looks its page up once for
+     * both K and V. */
+    auto load_kv = [&](int slot, int j) {
+        const int r0 = tid / CPR, c = tid % CPR;
+        const u32 dk = sKV + 2 * slot * T_BYTES + r0 * ROW_BYTES + c * 16;
+        constexpr int IT = BN / RSTEP;
+        /* Paged: the page numbers of PG rows first (independent loads in
+         * flight together), then their copies; a lookup per copy waited one
+         * cache round trip per row (1.2-1.5x a contiguous cache on the H200).
+         * PG rows at a time: all of a tile's at once spilled the 32-row
+         * warps (two m tiles), and so did 4 (24 bytes): they take one; 16-row
+         * tiles of 128 keys spilled 12 bytes with 4 (ptxas keeps them at
+         * 168 registers): 2; sm_80's ptxas: 1. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+        constexpr int PG = 1;
+#else
+        constexpr int PG = MT > 1 ? 1 : IT > 8 ? 2 : IT < 4 ? IT : 4;
+#endif
+#pragma unroll
+        for (int i0 = 0; i0 < IT; i0 += PG) {
+            int pg[PG];
+            if (paged) {
+#pragma unroll
+                for (int u = 0; u < PG; ++u) {
+                    const int n = j * BN + r0 + (i0 + u) * RSTEP;
+                    pg[u] = n < Lk ? table[n >> p.page_shift] : 0;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < PG; ++u) {
+                const int it = i0 + u;
+                const int n = j * BN + r0 + it * RSTEP;
+                const bool ok = n < Lk;
+                i64 ko, vo;
+                if (paged) {
+                    const int pi = n & pmask;
+                    ko = (i64)pg[u] * p.k_batch_stride + pi * p.k_row_stride;
+                    vo = (i64)pg[u] * p.v_batch_stride + pi * p.v_row_stride;
+                } else {
+                    ko = n * p.k_row_stride;
+                    vo = n * p.v_row_stride;
+                }
+                cp_async16(dk + it * RSTEP * ROW_BYTES, ok ? kb + ko + c * 8 : kb, ok);
+                cp_async16(dk + T_BYTES + it * RSTEP * ROW_BYTES, ok ? vb + vo + c * 8 : vb, ok);
+            }
+        }
+    };
+#pragma unroll
+    for (int i = 0; i < ST - 1; ++i) {
+        if (t_begin + i < t_end) load_kv(i, t_begin + i);
+        cp_commit(); /* empty groups keep the wait counts uniform */
+    }
+
+    /* ldmatrix lane addressing: A (Q) and V^T take row lane % 16, chunk
+     * lane / 16; K takes row lane % 8 + 8 (lane / 16), chunk (lane / 8) % 2. */
+    const int a_row = lane & 15, a_chk = lane >> 4;
+    const int k_row = (lane & 7) + ((lane >> 4) << 3), k_chk = (lane >> 3) & 1;
+    const int wr = wm * RW; /* this warp's first row */
+
+    /* Per row of this thread (m tile mi, half e / 2): its key limit. */
+    int lim[MT][2];
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) lim[mi][r] = key_limit((pr0 + wr + mi * 16 + g + 8 * r) / G, sq.Lq, Lk);
+
+    cp_wait<ST - 1>(); /* Q landed (this thread's copies) */
+    __syncthreads();
+#if TT_Q_IN_REGS
+    u32 qf[MT][D / 16][4];
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+            ldsm_x4(sQ + (wr + mi * 16 + a_row) * ROW_BYTES + (2 * kk + a_chk) * 16, qf[mi][kk][0], qf[mi][kk][1],
+                    qf[mi][kk][2], qf[mi][kk][3]);
+#endif
+
+    const float sl2 = p.scale_log2;
+    float acc[MT][D / 8][4];
+    float row_m[MT][2], row_l[MT][2];
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi) {
+#pragma unroll
+        for (int d = 0; d < D / 8; ++d)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mi][d][e] = 0.f;
+        row_m[mi][0] = row_m[mi][1] = neg_inf();
+        row_l[mi][0] = row_l[mi][1] = 0.f;
+    }
+
+    for (int j = t_begin; j < t_end; ++j) {
+        const int jj = j - t_begin;
+        cp_wait<ST - 2>(); /* tile j landed */
+        __syncthreads();   /* and every warp is done with the slot refilled next */
+        if (j + ST - 1 < t_end) load_kv((jj + ST - 1) % ST, j + ST - 1);
+        cp_commit();
+        const u32 cK = sKV + 2 * (jj % ST) * T_BYTES + wk * WN * ROW_BYTES, cV = cK + T_BYTES;
+
+        float s[MT][WN / 8][4];
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int n = 0; n < WN / 8; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mi][n][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            u32 a[MT][4];
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) {
+#if TT_Q_IN_REGS
+#pragma unroll
+                for (int e = 0; e < 4; ++e) a[mi][e] = qf[mi][kk][e];
+#else
+                ldsm_x4(sQ + (wr + mi * 16 + a_row) * ROW_BYTES + (2 * kk + a_chk) * 16, a[mi][0], a[mi][1],
+                        a[mi][2], a[mi][3]);
+#endif
+            }
+#pragma unroll
+            for (int nn = 0; nn < WN / 16; ++nn) {
+                u32 b0, b1, b2, b3;
+                ldsm_x4(cK + (nn * 16 + k_row) * ROW_BYTES + (2 * kk + k_chk) * 16, b0, b1, b2, b3);
+#pragma unroll
+                for (int mi = 0; mi < MT; ++mi) {
+                    mma16816(s[mi][2 * nn], a[mi], b0, b1);
+                    mma16816(s[mi][2 * nn + 1], a[mi], b2, b3);
+                }
+            }
+        }
+
+        const int n0 = j * BN + wk * WN;
+        if (n0 + WN > min_lim) {
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+                for (int n = 0; n < WN / 8; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        if (n0 + n * 8 + 2 * t + (e & 1) >= lim[mi][e >> 1]) s[mi][n][e] = neg_inf();
+        }
+
+        /* Online softmax (exp2 domain) per row; O rescaled. */
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = row_m[mi][r];
+#pragma unroll
+                for (int n = 0; n < WN / 8; ++n) mx = fmaxf(mx, fmaxf(s[mi][n][2 * r], s[mi][n][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                /* no visible key yet: max stays -inf, subtract 0 (never NaN) */
+                const float ms = mx == neg_inf() ? 0.f : mx * sl2;
+                const float alpha = ex2(row_m[mi][r] * sl2 - ms);
+                row_m[mi][r] = mx;
+                float sum = 0.f;
+#pragma unroll
+                for (int n = 0; n < WN / 8; ++n) {
+                    const float p0 = ex2(fmaf(s[mi][n][2 * r], sl2, -ms));
+                    const float p1 = ex2(fmaf(s[mi][n][2 * r + 1], sl2, -ms));
+                    s[mi][n][2 * r] = p0;
+                    s[mi][n][2 * r + 1] = p1;
+                    sum += p0 + p1;
+                }
+                row_l[mi][r] = row_l[mi][r] * alpha + sum;
+#pragma unroll
+                for (int d = 0; d < D / 8; ++d) {
+                    acc[mi][d][2 * r] *= alpha;
+                    acc[mi][d][2 * r + 1] *= alpha;
+                }
+            }
+
+        /* O += P V, P straight from the S accumulators. */
+#pragma unroll
+        for (int kk = 0; kk < WN / 16; ++kk) {
+            u32 pa[MT][4];
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) {
+                pa[mi][0] = pack2(s[mi][2 * kk][0], s[mi][2 * kk][1]);
+                pa[mi][1] = pack2(s[mi][2 * kk][2], s[mi][2 * kk][3]);
+                pa[mi][2] = pack2(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
+                pa[mi][3] = pack2(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int dd = 0; dd < D / 16; ++dd) {
+                u32 b0, b1, b2, b3;
+                ldsm_x4_t(cV + (kk * 16 + a_row) * ROW_BYTES + (2 * dd + a_chk) * 16, b0, b1, b2, b3);
+#pragma unroll
+                for (int mi = 0; mi < MT; ++mi) {
+                    mma16816(acc[mi][2 * dd], pa[mi], b0, b1);
+                    mma16816(acc[mi][2 * dd + 1], pa[mi], b2, b3);
+                }
+            }
+        }
+    }
+    cp_wait<0>(); /* nothing may land in shared memory after this */
+    __syncthreads();
+
+    /* Merge the key warps of each row through shared memory: row stats
+     * (max, sum) per key warp, then each warp scales its O by its share
+     * and the warps add into one fp32 tile in turn. */
+    float *sO = (float *)smem;
+    float *sm_m = sO + BM * OROW, *sm_l = sm_m + WK * BM;
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float l = row_l[mi][r];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            row_l[mi][r] = l;
+            if (t == 0) {
+                const int row = wr + mi * 16 + g + 8 * r;
+                sm_m[wk * BM + row] = row_m[mi][r];
+                sm_l[wk * BM + row] = l;
+            }
+        }
+    __syncthreads();
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = wr + mi * 16 + g + 8 * r;
+            float M, L;
+            row_stats(sm_m, sm_l, row, sl2, M, L);
+            const float m = row_m[mi][r];
+            const float f = (m == neg_inf() || !(L > 0.f)) ? 0.f : ex2((m - M) * sl2) / L;
+#pragma unroll
+            for (int d = 0; d < D / 8; ++d) {
+                acc[mi][d][2 * r] *= f;
+                acc[mi][d][2 * r + 1] *= f;
+            }
+        }
+    /* All stats are read before any warp overwrites the tile it shares
+     * with them (sO does not overlap sm_m / sm_l, the barrier orders the
+     * adds). */
+#pragma unroll
+    for (int w = 0; w < WK; ++w) {
+        if (wk == w) {
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    float *dst = sO + (wr + mi * 16 + g + 8 * r) * OROW + 2 * t;
+#pragma unroll
+                    for (int d = 0; d < D / 8; ++d) {
+                        float2 v = make_float2(acc[mi][d][2 * r], acc[mi][d][2 * r + 1]);
+                        if (w > 0) {
+                            const float2 o = *(float2 *)(dst + d * 8);
+                            v.x += o.x;
+                            v.y += o.y;
+                        }
+                        *(float2 *)(dst + d * 8) = v;
+                    }
+                }
+        }
+        __syncthreads();
+    }
+
+    /* Out: 8 columns a thread, coalesced. splits == 1: O (16-bit) and LSE;
+     * else the split's normalized O (fp32) and LSE for the combine. */
+    const float LN2 = 0.6931471805599453f;
+    const bool direct = p.splits == 1;
+#pragma unroll 1
+    for (int idx = tid; idx < BM * CPR; idx += NT) {
+        const int r = idx / CPR, c = idx % CPR, pr = pr0 + r;
+        if (pr >= rows) continue;
+        const int i = pr / G, h = hk * G + pr % G;
+        const float *src = sO + r * OROW + c * 8;
+        const float4 x0 = *(const float4 *)src, x1 = *(const float4 *)(src + 4);
+        float M = neg_inf(), L = 0.f;
+        if (c == 0) row_stats(sm_m, sm_l, r, sl2, M, L);
+        const bool empty = M == neg_inf() || !(L > 0.f);
+        if (direct) {
+            u16 *dst = (u16 *)p.o + b * p.o_batch_stride + (i64)(sq.qoff + i) * p.o_row_stride +
+                       (i64)h * p.o_head_stride + c * 8;
+            const u32 w0 = pack2(x0.x, x0.y), w1 = pack2(x0.z, x0.w), w2 = pack2(x1.x, x1.y), w3 = pack2(x1.z, x1.w);
+            asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"l"(dst), "r"(w0), "r"(w1), "r"(w2), "r"(w3)
+                         : "memory");
+            if (c == 0 && p.lse)
+                p.lse[b * p.lse_batch_stride + (i64)h * p.lse_head_stride + (i64)(sq.qoff + i) * p.lse_row_stride] =
+                    empty ? pos_inf() : M * p.scale + lg2(L) * LN2;
+        } else {
+            const int tok = (p.cu_seqlens_q ? sq.qoff : b * p.seqlen_q) + i;
+            const i64 prow = ((i64)split * p.tokens + tok) * p.heads_q + h;
+            float *dst = p.o_part + prow * D + c * 8;
+            *(float4 *)dst = x0;
+            *(float4 *)(dst + 4) = x1;
+            if (c == 0) p.lse_part[prow] = empty ? neg_inf() : M * p.scale + lg2(L) * LN2;
+        }
+    }
+    if (direct || !p.counters) return;
+    /* Fused merge: the last split of this (query block, KV head, sequence)
+     * to finish merges all of them, so no second kernel is launched. Every
+     * split that reaches here wrote its partial rows (an empty split writes
+     * LSE -inf); the counter goes back to 0 for the next launch. */
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        int *ctr = p.counters + ((i64)b * p.heads_kv + hk) * p.qblocks + qb;
+        last = atomicAdd(ctr, 1) == p.splits - 1;
+        if (last) *ctr = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int r = warp; r < BM; r += NW) {
+        const int pr = pr0 + r;
+        if (pr >= rows) break;
+        const int i = pr / G, h = hk * G + pr % G;
+        const int tok = (p.cu_seqlens_q ? sq.qoff : b * p.seqlen_q) + i;
+        combine_row(p, (i64)tok * p.heads_q + h, b, sq.qoff + i, h, lane);
+    }
+}
+
+/* The standalone merge, when the launcher runs it as a second kernel
+ * (TILETUNE_SPLITKV_FUSED=0): one warp per (token, head) row. */
+extern "C" __global__ void __launch_bounds__(128) tt_splitkv_combine_kernel(tt_splitkv_params p) {
+    const int lane = threadIdx.x & 31;
+    const i64 row = (i64)blockIdx.x * 4 + (threadIdx.x >> 5);
+    const i64 nrows = (i64)p.tokens * p.heads_q;
+    if (row >= nrows) return;
+    const int tok = (int)(row / p.heads_q), h = (int)(row % p.heads_q);
+    /* dense: token = b * seqlen_q + i; varlen: the packed row itself */
+    const int b = p.cu_seqlens_q ? 0 : tok / p.seqlen_q;
+    const int i = p.cu_seqlens_q ? tok : tok % p.seqlen_q;
+    combine_row(p, row, b, i, h, lane);
+}
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * The contract between family splitkv's device file (splitkv/mainloop.cuh,
+ * compiled by NVRTC as C++ under sdpa.cu) and its host launcher
+ * (splitkv/launch.c). Plain C: an NVRTC named header like the others, so
+ * the one kernel revision covers it.
+ *
+ * Knobs (-D macros from src/common/knobs.def; family = splitkv):
+ *   TT_BLOCK_M  packed rows per CTA (query positions x the query heads of
+ *               one KV group): 16, 32, 64, 128
+ *   TT_BLOCK_N  keys per K/V tile, a multiple of 16 * (warps along keys)
+ *   TT_WARPS    1..8; warps split the tile's rows (32 rows each, 16 at
+ *               head_dim 256) and then its keys
+ *   TT_STAGES   2..4: a ring of K+V tiles, STAGES-1 in flight
+ *   split_ctas  host only, no macro: the split target (docs/kernels.md)
+ * Problem facts: TT_HEAD_DIM (32, 64, 128, 256), TT_DTYPE, TT_CAUSAL
+ * (0 none, 1 top-left, 2 bottom-right: query i sees keys j <= i + Lk - Lq).
+ *
+ * Entries: tt_sdpa_fwd_kernel (grid: query blocks * splits, heads_kv,
+ * batch; TT_WARPS * 32 threads; TT_SPLITKV_SMEM_BYTES dynamic shared memory)
+ * and tt_splitkv_combine_kernel (grid: ceil(tokens * heads_q / 4); 128
+ * threads), run only when splits > 1.
+ */
+#ifndef TT_SPLITKV_PARAMS_H
+#define TT_SPLITKV_PARAMS_H
+
+#ifdef __CUDACC_RTC__
+typedef long long tt_skv_i64;
+#else
+#include <stdint.h>
+typedef int64_t tt_skv_i64;
+#endif
+
+/* Most splits of one (query block, KV head, sequence). */
+#define TT_SPLITKV_MAX_SPLITS 256
+
+typedef struct tt_splitkv_params {
+    const void *q, *k, *v;
+    void *o;
+    float *lse;         /* may be NULL */
+    float *o_part;      /* splits > 1: [splits][tokens][heads_q][head_dim] fp32 */
+    float *lse_part;    /* splits > 1: [splits][tokens][heads_q] */
+    const int *block_table;  /* paged: [batch][table_stride] page numbers; NULL: contiguous */
+    const int *seqlens_k;    /* [batch] keys per sequence; NULL: cu_seqlens_k or seqlen_k */
+    const int *cu_seqlens_q; /* [batch + 1] varlen; NULL: dense (seqlen_q each) */
+    const int *cu_seqlens_k; /* [batch + 1] varlen; NULL: dense */
+    int *counters;           /* splits > 1, fused merge: [batch][heads_kv][qblocks],
+                                zero before the launch and left zero after it;
+                                NULL: the launcher runs the combine kernel */
+    /* Strides in elements. q/o: a token's row is (cu_seqlens_q[b] or 0) + i;
+     * varlen passes batch stride 0. k/v: paged, the batch stride steps one
+     * page; varlen, rows start at cu_seqlens_k[b]. */
+    tt_skv_i64 q_batch_stride, q_head_stride, q_row_stride;
+    tt_skv_i64 k_batch_stride, k_head_stride, k_row_stride;
+    tt_skv_i64 v_batch_stride, v_head_stride, v_row_stride;
+    tt_skv_i64 o_batch_stride, o_head_stride, o_row_stride;
+    tt_skv_i64 lse_batch_stride, lse_head_stride, lse_row_stride;
+    tt_skv_i64 table_stride;
+    int batch, heads_q, heads_kv, group; /* group = heads_q / heads_kv */
+    int seqlen_q, seqlen_k;  /* dense sizes (varlen: the maxima) */
+    int page_shift;          /* log2(page size) when paged */
+    int splits;              /* CTAs per (query block, kv head, batch) along keys */
+    int tokens;              /* query tokens: batch * seqlen_q, or total_q */
+    int qblocks;             /* query blocks of the longest sequence */
+    float scale, scale_log2;
+} tt_splitkv_params;
+
+/* Rows per warp (two m16 tiles, one at head_dim 256 where O would spill),
+ * warps along rows and along keys. */
+#define TT_SKV_RW(bm, d) ((bm) < 32 ? (bm) : ((d) >= 256 ? 16 : 32))
+#define TT_SKV_WM(bm, d) ((bm) / TT_SKV_RW(bm, d))
+#define TT_SKV_WK(bm, d, warps) ((warps) / TT_SKV_WM(bm, d))
+/* fp32 merge rows are padded by 8 floats against bank conflicts. */
+#define TT_SKV_MAIN_BYTES(bm, bn, d, st) (2 * ((d) + 8) * ((bm) + 2 * (st) * (bn)))
+#define TT_SKV_MERGE_BYTES(bm, d, warps) (4 * (bm) * ((d) + 8) + 8 * (bm) * TT_SKV_WK(bm, d, warps))
+#define TT_SPLITKV_SMEM_BYTES(bm, bn, d, st, warps) \
+    (TT_SKV_MAIN_BYTES(bm, bn, d, st) > TT_SKV_MERGE_BYTES(bm, d, warps) \
+         ? TT_SKV_MAIN_BYTES(bm, bn, d, st) : TT_SKV_MERGE_BYTES(bm, d, warps))
+
+#endif

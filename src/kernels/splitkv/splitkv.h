@@ -1,0 +1,65 @@
+/*
+ * Family splitkv's host half beyond its descriptor (splitkv/family.c):
+ * the built-in default and the split count, and the launcher behind
+ * tt_sdpa_fwd_kvcache, tt_sdpa_fwd_varlen (their config chosen in
+ * src/client/sdpa.c) and the family's launch hook (tt_sdpa_fwd and the
+ * tuner's worker with a splitkv config: the dense layout).
+ */
+#ifndef TT_KERNELS_SPLITKV_SPLITKV_H
+#define TT_KERNELS_SPLITKV_SPLITKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/launch.h"
+#include "kernels/splitkv/params.h"
+#include "kernels/variants.h"
+#include "tiletune.h"
+
+/* The kernel's merge entry (the main one is TT_SDPA_ENTRY). */
+#define TT_SPLITKV_COMBINE_ENTRY "tt_splitkv_combine_kernel"
+
+/* 1 for the head dims the family serves: 32, 64, 128, 256. */
+int tt__splitkv_head_dim_ok(int64_t d);
+
+/* Packed rows of a query block: seqlen_q x query heads per KV head. */
+int64_t tt__splitkv_rows(int64_t seqlen_q, int64_t group);
+
+/* The built-in default for `rows` packed rows (seqlen_q x group) and
+ * seqlen_k on `dev` (NULL: sm_90's limits). */
+int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t head_dim, const tt__device_limits *dev,
+                        tt_config *out);
+
+/* The split count a launch uses: from the config's split_ctas (0: as many
+ * CTAs as fit on an SM), the SM count, `ctas` = sequences x KV heads x
+ * query blocks and the most key tiles a CTA visits. `fit`: CTAs of the
+ * variant one SM holds. */
+int tt__splitkv_splits(const tt_config *c, int sm_count, int fit, int64_t ctas, int64_t max_tiles);
+
+/* One KV-cache or varlen call, checked: its kernel parameters (all but the
+ * split and the workspace), the device it runs on and what its config
+ * choice needs. */
+typedef struct tt__splitkv_target {
+    tt_splitkv_params params;
+    CUcontext ctx;
+    tt__device_limits limits;
+    tt_key key;       /* dtype, head_dim, causal, seqlen_q / seqlen_k (maxima) */
+    int64_t rows_max; /* packed rows of the longest sequence: seqlen_q x group */
+} tt__splitkv_target;
+
+int tt__splitkv_kvcache_target(const tt_sdpa_kvcache_args *a, tt__splitkv_target *t, char *err, size_t errlen);
+int tt__splitkv_varlen_target(const tt_sdpa_varlen_args *a, tt__splitkv_target *t, char *err, size_t errlen);
+
+/* Runs `t` with `cfg` (a splitkv config, checked against the device) on
+ * `stream` with the caller's workspace (`ws`, `ws_len`; NULL: the
+ * library's). With `ws_bytes` non-NULL nothing runs: the bytes of
+ * workspace the call needs are written there (0: none). */
+int tt__splitkv_run(const tt__splitkv_target *t, const tt_config *cfg, void *ws, size_t ws_len, void *stream,
+                    size_t *ws_bytes, char *err, size_t errlen);
+
+/* The family's launch hook (tt__family.launch): tt_sdpa_fwd's dense
+ * layout, a contiguous KV cache, with the library's workspace. */
+int tt__splitkv_launch_dense(const tt__kernel *k, const tt_sdpa_params *p, void *stream, char *err,
+                             size_t errlen);
+
+#endif

@@ -1,0 +1,316 @@
+"""Family splitkv on a GPU against torch in float64, sequence by sequence:
+a contiguous KV cache with per-sequence lengths, a paged cache (pages 16,
+64, 256, the page table shuffled), variable-length packed batches, GQA,
+causal none / top-left / bottom-right, empty and one-token sequences, split
+and unsplit launches, the dense tt_sdpa_fwd route, a CUDA graph capture,
+and layouts the kernel refuses. Outputs are poisoned (NaN) first, so a row
+the kernel does not write fails.
+
+Exits 77 (skipped) without torch or a GPU.
+"""
+
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+try:
+    import torch
+except ImportError:
+    print("skip: torch is not installed")
+    sys.exit(77)
+if not torch.cuda.is_available():
+    print("skip: no CUDA device")
+    sys.exit(77)
+
+import tiletune  # noqa: E402
+
+DEV = torch.device("cuda:0")
+FAILS = []
+CHECKS = [0]
+
+# splitkv configs that force each path: one split (split_ctas 1 on a large
+# batch), many splits (split_ctas 16), 16/32/64/128-row tiles, 2 and 8 warps.
+CONFIGS = [
+    None,
+    "family=splitkv,block_m=16,block_n=64,warps=4,stages=2,layout=pad,q_in_regs=1,split_ctas=16",
+    "family=splitkv,block_m=32,block_n=128,warps=4,stages=3,layout=pad,q_in_regs=0,split_ctas=1",
+    "family=splitkv,block_m=64,block_n=64,warps=4,stages=3,layout=pad,q_in_regs=0,split_ctas=8",
+    "family=splitkv,block_m=128,block_n=64,warps=8,stages=2,layout=pad,q_in_regs=0,split_ctas=0",
+    "family=splitkv,block_m=16,block_n=32,warps=2,stages=4,layout=pad,q_in_regs=1,split_ctas=4",
+]
+
+
+def ref_seq(q, k, v, causal, scale):
+    """q [Lq, Hq, D], k/v [Lk, Hkv, D] -> (o [Lq, Hq, D], lse [Hq, Lq]) in
+    float64; causal 1 top-left, 2 bottom-right; rows with no key: 0, +inf."""
+    Lq, Hq, D = q.shape
+    Lk, Hkv = k.shape[0], k.shape[1]
+    q, k, v = q.double(), k.double(), v.double()
+    g = Hq // Hkv
+    k = k.repeat_interleave(g, dim=1)
+    v = v.repeat_interleave(g, dim=1)
+    s = torch.einsum("qhd,khd->hqk", q, k) * scale
+    if causal:
+        off = Lk - Lq if causal == 2 else 0
+        i = torch.arange(Lq, device=q.device)[:, None]
+        j = torch.arange(Lk, device=q.device)[None, :]
+        s = s.masked_fill(j > i + off, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)  # [Hq, Lq]
+    empty = torch.isinf(lse)
+    p = torch.exp(s - torch.where(empty, torch.zeros_like(lse), lse)[..., None])
+    p = torch.where(empty[..., None], torch.zeros_like(p), p)
+    o = torch.einsum("hqk,khd->qhd", p, v)
+    lse = torch.where(empty, torch.full_like(lse, float("inf")), lse)
+    return o, lse
+
+
+def check(name, o, lse, ro, rlse, dtype):
+    CHECKS[0] += 1
+    tol = 2e-2 if dtype == torch.bfloat16 else 4e-3
+    o = o.double()
+    if not torch.isfinite(o).all():
+        FAILS.append(f"{name}: non-finite output (unwritten row?)")
+        return
+    err = (o - ro).abs().max().item() if o.numel() else 0.0
+    if err > tol:
+        FAILS.append(f"{name}: max |O - ref| = {err:.3g} > {tol}")
+        return
+    if lse is not None and lse.numel():
+        fin = torch.isfinite(rlse)
+        if not torch.equal(torch.isinf(lse) & (lse > 0), ~fin):
+            FAILS.append(f"{name}: LSE of empty rows is not +inf (or a non-empty row is)")
+            return
+        if fin.any():
+            le = (lse.double()[fin] - rlse[fin]).abs().max().item()
+            if le > 1e-3 * max(1.0, rlse[fin].abs().max().item()):
+                FAILS.append(f"{name}: max |LSE - ref| = {le:.3g}")
+
+
+def rnd(*shape, dtype):
+    return torch.randn(*shape, device=DEV, dtype=torch.float32).to(dtype)
+
+
+def test_kvcache(paged_sizes=(0, 16, 64, 256)):
+    torch.manual_seed(1)
+    for dtype, D, (Hq, Hkv) in ((torch.bfloat16, 128, (8, 2)), (torch.bfloat16, 64, (4, 4)),
+                                (torch.float16, 128, (8, 2)), (torch.bfloat16, 256, (16, 2)),
+                                (torch.float16, 32, (8, 1))):
+        if True:
+            if True:
+                for Lq in (1, 4, 16):
+                    lens = [0, 1, 300, 1000]
+                    B = len(lens)
+                    Lmax = 1024
+                    q = rnd(B, Lq, Hq, D, dtype=dtype)
+                    kc = rnd(B, Lmax, Hkv, D, dtype=dtype)
+                    vc = rnd(B, Lmax, Hkv, D, dtype=dtype)
+                    seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+                    for causal in (0, 1, 2):
+                        scale = 1.0 / math.sqrt(D)
+                        refs = [ref_seq(q[b], kc[b, :lens[b]], vc[b, :lens[b]], causal, scale) for b in range(B)]
+                        for page in paged_sizes:
+                            if page:
+                                npg = Lmax // page
+                                perm = torch.randperm(B * npg, device=DEV)
+                                table = perm.view(B, npg).to(torch.int32)
+                                kp = torch.empty(B * npg, page, Hkv, D, device=DEV, dtype=dtype)
+                                vp = torch.empty_like(kp)
+                                kp[perm] = kc.reshape(B * npg, page, Hkv, D)
+                                vp[perm] = vc.reshape(B * npg, page, Hkv, D)
+                                args = (kp, vp)
+                            else:
+                                table, args = None, (kc, vc)
+                            cfgs = CONFIGS if D in (64, 128) else [CONFIGS[0], CONFIGS[1], CONFIGS[5]]
+                            for cfg in cfgs if page in (0, 16) else cfgs[:2]:
+                                name = (f"kvcache {dtype} D{D} Hq{Hq}/{Hkv} Lq{Lq} causal{causal} page{page} "
+                                        f"cfg={cfg}")
+                                try:
+                                    o, lse = tiletune.flash_attn_with_kvcache(
+                                        q, *args, cache_seqlens=seqlens, block_table=table, causal=causal > 0,
+                                        causal_align="top_left" if causal == 1 else "bottom_right",
+                                        return_softmax_lse=True, config=cfg)
+                                except ValueError as e:
+                                    # a config the family refuses for this head dim (registers,
+                                    # shared memory) is a clear refusal, not a failure
+                                    if cfg is not None and D not in (64, 128) and "family splitkv" in str(e) \
+                                            or "shared memory" in str(e):
+                                        continue
+                                    FAILS.append(f"{name}: raised {e}")
+                                    continue
+                                except Exception as e:  # noqa: BLE001
+                                    FAILS.append(f"{name}: raised {e}")
+                                    continue
+                                for b in range(B):
+                                    check(f"{name} seq{b}(len {lens[b]})", o[b], lse[b], refs[b][0], refs[b][1], dtype)
+
+
+def test_varlen():
+    torch.manual_seed(2)
+    dtype = torch.bfloat16
+    for D in (128, 64):
+        for (Hq, Hkv) in ((8, 2), (6, 6)):
+            lq = [0, 1, 5, 33, 200, 1]
+            lk = [0, 1, 100, 700, 200, 0]
+            cu_q = torch.tensor([0] + list(torch.tensor(lq).cumsum(0)), dtype=torch.int32, device=DEV)
+            cu_k = torch.tensor([0] + list(torch.tensor(lk).cumsum(0)), dtype=torch.int32, device=DEV)
+            q = rnd(sum(lq), Hq, D, dtype=dtype)
+            k = rnd(sum(lk), Hkv, D, dtype=dtype)
+            v = rnd(sum(lk), Hkv, D, dtype=dtype)
+            for causal in (0, 1, 2):
+                for cfg in CONFIGS:
+                    name = f"varlen D{D} Hq{Hq}/{Hkv} causal{causal} cfg={cfg}"
+                    try:
+                        o, lse, _ = tiletune.flash_attn_varlen_func(
+                            q, k, v, cu_q, cu_k, max(lq), max(lk), causal=causal > 0,
+                            causal_align="top_left" if causal == 1 else "bottom_right",
+                            return_attn_probs=True, config=cfg)
+                    except Exception as e:  # noqa: BLE001
+                        FAILS.append(f"{name}: raised {e}")
+                        continue
+                    for b in range(len(lq)):
+                        qs, qe = int(cu_q[b]), int(cu_q[b + 1])
+                        ks, ke = int(cu_k[b]), int(cu_k[b + 1])
+                        if qe == qs:
+                            continue
+                        ro, rl = ref_seq(q[qs:qe], k[ks:ke], v[ks:ke], causal, 1.0 / math.sqrt(D))
+                        check(f"{name} seq{b}", o[qs:qe], lse[:, qs:qe], ro, rl, dtype)
+
+
+def test_dense_route():
+    """tt_sdpa_fwd with a splitkv config: the dense [B, H, L, D] layout."""
+    torch.manual_seed(3)
+    dtype = torch.bfloat16
+    for (B, Hq, Hkv, Lq, Lk) in ((2, 32, 8, 1, 4096), (1, 8, 2, 8, 777), (3, 4, 4, 3, 65)):
+        q = rnd(B, Hq, Lq, 128, dtype=dtype)
+        k = rnd(B, Hkv, Lk, 128, dtype=dtype)
+        v = rnd(B, Hkv, Lk, 128, dtype=dtype)
+        for cfg in CONFIGS[1:]:
+            for causal in (False, True):
+                name = f"dense B{B} Hq{Hq}/{Hkv} Lq{Lq} Lk{Lk} causal{causal} cfg={cfg}"
+                try:
+                    o, lse = tiletune.sdpa(q, k, v, is_causal=causal, enable_gqa=True, config=cfg, return_lse=True)
+                except Exception as e:  # noqa: BLE001
+                    FAILS.append(f"{name}: raised {e}")
+                    continue
+                for b in range(B):
+                    ro, rl = ref_seq(q[b].transpose(0, 1), k[b].transpose(0, 1), v[b].transpose(0, 1),
+                                     1 if causal else 0, 1.0 / math.sqrt(128))
+                    check(f"{name} b{b}", o[b].transpose(0, 1), lse[b], ro, rl, dtype)
+
+
+def test_graph_capture():
+    """A split launch captured into a CUDA graph and replayed; a capture
+    that would need a larger workspace fails with a clear error."""
+    dtype = torch.bfloat16
+    cfg = CONFIGS[1]
+    q = rnd(1, 1, 32, 128, dtype=dtype)
+    kc = rnd(1, 8192, 8, 128, dtype=dtype)
+    vc = rnd(1, 8192, 8, 128, dtype=dtype)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        tiletune.flash_attn_with_kvcache(q, kc, vc, config=cfg)  # sizes the workspace
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            out = tiletune.flash_attn_with_kvcache(q, kc, vc, config=cfg)
+    q.copy_(rnd(1, 1, 32, 128, dtype=dtype))
+    g.replay()
+    torch.cuda.synchronize()
+    ro, rl = ref_seq(q[0], kc[0], vc[0], 0, 1.0 / math.sqrt(128))
+    check("graph replay", out[0], None, ro, rl, dtype)
+    s2 = torch.cuda.Stream()
+    big = rnd(64, 1, 32, 128, dtype=dtype)
+    kb = rnd(64, 8192, 8, 128, dtype=dtype)
+    with torch.cuda.stream(s2):
+        g2 = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(g2, stream=s2):
+                tiletune.flash_attn_with_kvcache(big, kb, kb, config=cfg)
+            FAILS.append("capture with no workspace: no error")
+        except Exception as e:  # noqa: BLE001
+            if "captured" not in str(e) and "capture" not in str(e):
+                FAILS.append(f"capture with no workspace: unclear error {e}")
+    CHECKS[0] += 1
+
+
+def test_refusals():
+    dtype = torch.bfloat16
+    q = rnd(1, 1, 8, 96, dtype=dtype)
+    kc = rnd(1, 64, 2, 96, dtype=dtype)
+    cases = []
+    try:
+        tiletune.flash_attn_with_kvcache(q, kc, kc)
+        cases.append("head_dim 96 accepted")
+    except ValueError as e:
+        if "head_dim" not in str(e):
+            cases.append(f"head_dim 96: unclear {e}")
+    q = rnd(1, 1, 8, 128, dtype=dtype)
+    kp = rnd(10, 24, 2, 128, dtype=dtype)
+    table = torch.zeros(1, 4, dtype=torch.int32, device=DEV)
+    try:
+        tiletune.flash_attn_with_kvcache(q, kp, kp, block_table=table)
+        cases.append("page 24 accepted")
+    except ValueError as e:
+        if "power of two" not in str(e):
+            cases.append(f"page 24: unclear {e}")
+    kc = rnd(1, 64, 2, 128, dtype=dtype)
+    try:
+        tiletune.flash_attn_with_kvcache(q, kc, kc, config="family=mma,block_m=64,block_n=64,warps=4,stages=2,"
+                                                           "layout=pad,q_in_regs=0,split_ctas=0")
+        cases.append("mma config accepted")
+    except ValueError as e:
+        if "splitkv" not in str(e):
+            cases.append(f"mma config: unclear {e}")
+    for name, kw in (("window_size", {"window_size": (8, 0)}), ("softcap", {"softcap": 1.0})):
+        try:
+            tiletune.flash_attn_with_kvcache(q, kc, kc, **kw)
+            cases.append(f"{name} accepted")
+        except NotImplementedError:
+            pass
+    CHECKS[0] += 1
+    FAILS.extend(cases)
+
+
+def precompile():
+    """Compile the variants the checks use on threads (ctypes drops the GIL,
+    NVRTC compiles in parallel) so the checks do not wait on them one by one."""
+    import concurrent.futures as cf
+    jobs = []
+    for dtype, D in ((torch.bfloat16, 128), (torch.bfloat16, 64), (torch.float16, 128), (torch.bfloat16, 256),
+                     (torch.float16, 32)):
+        for cfg in CONFIGS:
+            for causal in ("none", "top_left", "bottom_right"):
+                jobs.append((dtype, D, cfg, causal))
+
+    def one(j):
+        dtype, D, cfg, causal = j
+        q = rnd(1, 1, 2, D, dtype=dtype)
+        k = rnd(1, 64, 1, D, dtype=dtype)
+        try:
+            tiletune.flash_attn_with_kvcache(q, k, k, causal=causal != "none",
+                                             causal_align=causal if causal != "none" else "bottom_right",
+                                             config=cfg)
+        except Exception:  # noqa: BLE001
+            pass
+    with cf.ThreadPoolExecutor(16) as ex:
+        list(ex.map(one, jobs))
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    quick = os.environ.get("TT_QUICK", "0")
+    precompile()
+    if quick != "2":
+        test_kvcache((0, 16) if quick == "1" else (0, 16, 64, 256))
+    test_varlen()
+    test_dense_route()
+    if quick != "2":
+        test_graph_capture()
+        test_refusals()
+    for f in FAILS[:40]:
+        print("FAIL", f)
+    print(f"{CHECKS[0]} checks, {len(FAILS)} failures")
+    sys.exit(1 if FAILS else 0)

@@ -1,0 +1,347 @@
+/* Family splitkv without a GPU: the shape rules (its mainloop's #errors,
+ * mirrored), the built-in defaults, the variant space, the split count's
+ * derivation, and every variant of the space compiled by NVRTC for sm_80
+ * and sm_90 without register spills. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/jit.h"
+#include "kernels/source.h"
+#include "kernels/family.h"
+#include "kernels/splitkv/splitkv.h"
+#include "tt_test.h"
+#include "kernels/variants.h"
+
+static tt_config skv(int bm, int bn, int w, int st, int qr, int split) {
+    tt_config c;
+    memset(&c, 0, sizeof c);
+    c.family = TT_FAMILY_SPLITKV;
+    c.block_m = bm;
+    c.block_n = bn;
+    c.warps = w;
+    c.stages = st;
+    c.layout = TT_LAYOUT_PAD;
+    c.q_in_regs = qr;
+    c.split_ctas = split;
+    return c;
+}
+
+TEST(shape_rules) {
+    char err[256];
+    tt_config c = skv(16, 128, 4, 3, 1, 0);
+    /* tt__variant_check sends the family to its descriptor's rules */
+    ASSERT_OK(tt__variant_check(&c, 128, NULL, err, sizeof err));
+    ASSERT_EQ(tt__variant_check(&c, 96, NULL, err, sizeof err), TT_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(err, "head_dim 96");
+    c = skv(24, 128, 4, 3, 1, 0);
+    ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "block_m 24");
+    c = skv(16, 48, 4, 2, 1, 0); /* 4 key warps need 64-key multiples */
+    ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
+    c = skv(128, 64, 2, 2, 0, 0); /* 4 row warps */
+    ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "row warps");
+    c = skv(32, 128, 4, 2, 1, 0); /* 2 m tiles: O + S + Q fragments = 224 */
+    ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "registers");
+    c = skv(16, 128, 4, 1, 1, 0);
+    ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
+    c = skv(16, 128, 4, 3, 1, 0);
+    c.layout = TT_LAYOUT_SWIZZLE;
+    ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
+    c = skv(16, 128, 4, 3, 1, 65); /* over the knob's range */
+    ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
+    tt__device_limits d86;
+    ASSERT_OK(tt__device_limits_nominal(86, &d86));
+    c = skv(16, 128, 4, 3, 1, 0); /* 213 KB */
+    ASSERT_EQ(tt__variant_check(&c, 128, &d86, err, sizeof err), TT_ERR_RANGE);
+    ASSERT_CONTAINS(err, "shared memory");
+    /* no family 4 in this build */
+    c.family = 4;
+    ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
+}
+
+TEST(shared_memory_is_the_larger_of_tiles_and_merge) {
+    tt_config c = skv(16, 128, 4, 3, 1, 0);
+    ASSERT_EQ(tt__config_smem_bytes(&c, 128), 2LL * 136 * (16 + 6 * 128));
+    c = skv(128, 16, 8, 2, 0, 0); /* the fp32 merge tile is larger */
+    ASSERT_EQ(tt__config_smem_bytes(&c, 128), 4LL * 128 * 136 + 8LL * 128 * 2);
+}
+
+TEST(defaults_are_legal_everywhere) {
+    const int arch[3] = {80, 86, 90};
+    const int dims[4] = {32, 64, 128, 256};
+    const int64_t rows[7] = {1, 4, 8, 16, 32, 64, 2048};
+    for (int a = 0; a < 3; a++) {
+        tt__device_limits d;
+        ASSERT_OK(tt__device_limits_nominal(arch[a], &d));
+        for (int i = 0; i < 4; i++)
+            for (int r = 0; r < 7; r++) {
+                tt_config c;
+                ASSERT_OK(tt__splitkv_default(rows[r], 4096, dims[i], &d, &c));
+                char err[256];
+                if (tt__variant_check(&c, dims[i], &d, err, sizeof err) < 0)
+                    TT_FAIL_AT("sm_%d d%d rows %lld: %s", arch[a], dims[i], (long long)rows[r], err);
+                /* a decode tile holds the rows without a 4x larger one */
+                if (rows[r] <= 64 && c.block_m > 16 && c.block_m >= 2 * rows[r] && c.block_m != 16)
+                    TT_FAIL_AT("rows %lld got block_m %d", (long long)rows[r], (int)c.block_m);
+            }
+    }
+}
+
+TEST(split_count_follows_the_batch) {
+    tt_config c = skv(16, 128, 4, 3, 1, 2);
+    /* 132 SMs, target 2 CTAs each = 264; 8 KV heads x 1 sequence = 8 CTAs:
+     * 33 splits wanted, 8 of the 256 tiles each -> 32 */
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 8, 256), 32);
+    /* batch 64: 512 CTAs already fill the target: no split */
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 512, 64), 1);
+    /* batch 16: 128 CTAs, 3 splits -> 384 CTAs */
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 128, 256), 3);
+    /* never more splits than key tiles, and none empty: 33 wanted, 5 tiles */
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 8, 5), 5);
+    /* 10 tiles in 4 splits would leave 3, 3, 3, 1; 7 wanted -> 2 a split, 5 splits */
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 38, 10), 5);
+    /* 0: one full wave of what fits */
+    c.split_ctas = 0;
+    ASSERT_EQ(tt__splitkv_splits(&c, 100, 2, 10, 1000), 20);
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 8, 1), 1);
+}
+
+/* The splitkv part of a key's space: rows = seqlen_q (one query head a
+ * KV head, as the tuner measures). */
+static tt__space_entry *splitkv_space(int64_t rows, int arch, size_t *n) {
+    tt__device_limits d;
+    tt__device_limits_nominal(arch, &d);
+    tt_key k;
+    memset(&k, 0, sizeof k);
+    k.head_dim = 128;
+    k.dtype = TT_DTYPE_BF16;
+    k.causal = 2;
+    k.seqlen_q = rows;
+    k.seqlen_k = 4096;
+    tt__space_entry *e = NULL;
+    size_t m = 0, kept = 0;
+    if (tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &m, NULL, 0) < 0) return NULL;
+    for (size_t i = 0; i < m; i++)
+        if (e[i].variant.config.family == TT_FAMILY_SPLITKV) e[kept++] = e[i];
+    *n = kept;
+    return e;
+}
+
+/* The packed rows are seqlen_q x the GQA group: speculative decode of 4
+ * tokens at group 8 is 32 rows, so its tiles are 32 and 16 rows. */
+TEST(space_tiles_follow_the_packed_rows) {
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(90, &d));
+    tt_key k;
+    memset(&k, 0, sizeof k);
+    k.head_dim = 128;
+    k.dtype = TT_DTYPE_BF16;
+    k.seqlen_q = 4;
+    k.seqlen_k = 4096;
+    tt__space_entry *e = NULL;
+    size_t n = 0;
+    int seen[129] = {0};
+    ASSERT_OK(tt__space_enumerate_group(&k, 8, &d, 0, NULL, 1, &e, &n, NULL, 0));
+    for (size_t i = 0; i < n; i++)
+        if (e[i].variant.config.family == TT_FAMILY_SPLITKV) seen[e[i].variant.config.block_m]++;
+    free(e);
+    ASSERT(seen[32] > 0 && seen[16] > 0);
+    ASSERT_EQ(seen[64] + seen[128], 0);
+    /* group 1: 4 rows, the 16-row tile only */
+    memset(seen, 0, sizeof seen);
+    ASSERT_OK(tt__space_enumerate_group(&k, 1, &d, 0, NULL, 1, &e, &n, NULL, 0));
+    for (size_t i = 0; i < n; i++)
+        if (e[i].variant.config.family == TT_FAMILY_SPLITKV) seen[e[i].variant.config.block_m]++;
+    free(e);
+    ASSERT(seen[16] > 0);
+    ASSERT_EQ(seen[32] + seen[64] + seen[128], 0);
+}
+
+TEST(space_is_legal_and_sized) {
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(90, &d));
+    size_t n = 0;
+    tt__space_entry *e = splitkv_space(4, 90, &n);
+    ASSERT(e);
+    ASSERT(n >= 12 && n <= 72);
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_OK(tt__variant_check(&e[i].variant.config, 128, &d, NULL, 0));
+        ASSERT_EQ(e[i].variant.config.block_m, 16);
+    }
+    free(e);
+    const int64_t rows[4] = {4, 32, 64, 2048};
+    for (int i = 0; i < 4; i++) {
+        e = splitkv_space(rows[i], 90, &n);
+        ASSERT(e && n > 0);
+        printf("d128 rows %lld: %zu variants on sm_90\n", (long long)rows[i], n);
+        free(e);
+    }
+}
+
+/* Every variant of the spaces of decode, speculative and chunked-prefill
+ * rows compiles for sm_90 (and decode's for sm_80) with no spill and no
+ * stack: the one kernel source, the family's mainloop by TT_MAINLOOP. */
+TEST(every_space_variant_compiles_clean) {
+    char err[2048];
+    const int arch[2] = {80, 90};
+    const int64_t rows[3] = {4, 32, 2048};
+    int compiled = 0;
+    for (int a = 0; a < 2; a++) {
+        for (int r = 0; r < 3; r++) {
+            if (arch[a] == 80 && r > 0) break;
+            size_t n = 0;
+            tt__space_entry *e = splitkv_space(rows[r], arch[a], &n);
+            ASSERT(e);
+            for (size_t i = 0; i < n; i++) {
+                const tt_config *c = &e[i].variant.config;
+                if (c->split_ctas != 0) continue; /* host-only knob: same program */
+                tt__cubin *cb = NULL;
+                if (tt__jit_compile(NULL, &e[i].variant, &cb, err, sizeof err) < 0) TT_FAIL_AT("compile: %s", err);
+                if (!tt__report_clean(&cb->report))
+                    TT_FAIL_AT("sm_%d bm %d bn %d w %d st %d: %d B spilled, %d B stack", arch[a], (int)c->block_m,
+                               (int)c->block_n, (int)c->warps, (int)c->stages, (int)cb->report.spill_stores,
+                               (int)cb->report.stack_frame);
+                tt__cubin_free(cb);
+                compiled++;
+            }
+            free(e);
+        }
+    }
+    ASSERT(compiled > 10);
+}
+
+/* The split target is read by the launch only: the JIT passes no macro for
+ * it, so the three values are one program (one cubin cache entry). */
+TEST(split_target_is_not_compiled_in) {
+    tt__variant v;
+    memset(&v, 0, sizeof v);
+    tt__splitkv_default(4, 4096, 128, NULL, &v.config);
+    v.head_dim = 128;
+    v.arch = 90;
+    char a[512], b[512];
+    ASSERT(tt__jit_macros(&v, a, sizeof a) > 0);
+    ASSERT(strstr(a, "TT_SPLIT_CTAS") == NULL);
+    ASSERT_CONTAINS(a, "TT_MAINLOOP=\"splitkv/mainloop.cuh\"");
+    v.config.split_ctas = 4;
+    ASSERT(tt__jit_macros(&v, b, sizeof b) > 0);
+    ASSERT_STREQ(a, b);
+    /* another family still gets every knob it has */
+    v.config.family = TT_FAMILY_MMA;
+    v.config.split_ctas = 0;
+    ASSERT(tt__jit_macros(&v, a, sizeof a) > 0);
+    ASSERT_CONTAINS(a, "TT_SPLIT_CTAS=0");
+}
+
+/* ---- the entry points' argument checks, before any device call ------------- */
+
+/* A paged cache at fake aligned addresses: [2, 1, 8, 128] q, pages of 16
+ * of [16, 2, 128], a [2, 4] block table. */
+static tt_sdpa_kvcache_args kv_good(void) {
+    tt_sdpa_kvcache_args a;
+    memset(&a, 0, sizeof a);
+    a.q = (const void *)(uintptr_t)0x100000;
+    a.k_cache = (const void *)(uintptr_t)0x200000;
+    a.v_cache = (const void *)(uintptr_t)0x300000;
+    a.o = (void *)(uintptr_t)0x400000;
+    a.block_table = (const int32_t *)(uintptr_t)0x500000;
+    a.batch = 2, a.heads_q = 8, a.heads_kv = 2, a.seqlen_q = 1, a.seqlen_k = 64, a.head_dim = 128;
+    a.page_size = 16, a.num_pages = 8, a.max_pages = 4;
+    const int64_t q[3] = {8 * 128, 128, 8 * 128}, kv[3] = {16 * 2 * 128, 128, 2 * 128};
+    memcpy(a.q_stride, q, sizeof q);
+    memcpy(a.o_stride, q, sizeof q);
+    memcpy(a.k_stride, kv, sizeof kv);
+    memcpy(a.v_stride, kv, sizeof kv);
+    a.dtype = TT_DTYPE_BF16;
+    a.causal = 2;
+    return a;
+}
+
+static void kv_expect(const tt_sdpa_kvcache_args *a, int code, const char *needle) {
+    char err[512] = "";
+    int rc = tt_sdpa_fwd_kvcache(a, err, sizeof err);
+    if (rc != code) TT_FAIL_AT("expected %d (%s), got %d: %s", code, needle, rc, err);
+    ASSERT_CONTAINS(err, needle);
+}
+
+TEST(kvcache_refuses_bad_arguments) {
+    kv_expect(NULL, TT_ERR_INVAL, "no arguments");
+    tt_sdpa_kvcache_args a = kv_good();
+    a.reserved[3] = 1;
+    kv_expect(&a, TT_ERR_INVAL, "reserved");
+    a = kv_good();
+    a.head_dim = 96;
+    kv_expect(&a, TT_ERR_UNSUPPORTED, "head_dim 96");
+    a = kv_good();
+    a.causal = 3;
+    kv_expect(&a, TT_ERR_INVAL, "bottom-right");
+    a = kv_good();
+    a.page_size = 24;
+    kv_expect(&a, TT_ERR_INVAL, "power of two");
+    a = kv_good();
+    a.seqlen_k = 65; /* 4 pages of 16 */
+    kv_expect(&a, TT_ERR_INVAL, "max_pages x page_size");
+    a = kv_good();
+    a.block_table_stride = 3;
+    kv_expect(&a, TT_ERR_INVAL, "block_table_stride");
+    a = kv_good();
+    a.block_table = NULL; /* page fields without a table */
+    kv_expect(&a, TT_ERR_INVAL, "need a block_table");
+    a = kv_good();
+    a.heads_kv = 3;
+    kv_expect(&a, TT_ERR_INVAL, "multiple");
+    a = kv_good();
+    a.k_stride[2] = 100;
+    kv_expect(&a, TT_ERR_INVAL, "multiple of 8");
+    a = kv_good();
+    a.o_stride[1] = 0;
+    kv_expect(&a, TT_ERR_INVAL, "overlap");
+    a = kv_good();
+    a.cache_seqlens = (const int32_t *)(uintptr_t)0x600002;
+    kv_expect(&a, TT_ERR_INVAL, "cache_seqlens is not 4-byte aligned");
+    a = kv_good();
+    a.batch = 70000;
+    kv_expect(&a, TT_ERR_RANGE, "batch");
+    a = kv_good();
+    a.scale = -1.f;
+    kv_expect(&a, TT_ERR_INVAL, "scale");
+}
+
+TEST(varlen_refuses_bad_arguments) {
+    tt_sdpa_varlen_args a;
+    memset(&a, 0, sizeof a);
+    a.q = (const void *)(uintptr_t)0x100000;
+    a.k = (const void *)(uintptr_t)0x200000;
+    a.v = (const void *)(uintptr_t)0x300000;
+    a.o = (void *)(uintptr_t)0x400000;
+    a.cu_seqlens_k = (const int32_t *)(uintptr_t)0x600000;
+    a.batch = 3, a.heads_q = 8, a.heads_kv = 2, a.total_q = 10, a.total_k = 100;
+    a.max_seqlen_q = 5, a.max_seqlen_k = 60, a.head_dim = 64;
+    const int64_t q[2] = {64, 8 * 64}, kv[2] = {64, 2 * 64};
+    memcpy(a.q_stride, q, sizeof q);
+    memcpy(a.o_stride, q, sizeof q);
+    memcpy(a.k_stride, kv, sizeof kv);
+    memcpy(a.v_stride, kv, sizeof kv);
+    a.dtype = TT_DTYPE_FP16;
+    char err[512] = "";
+    ASSERT_EQ(tt_sdpa_fwd_varlen(&a, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "cu_seqlens_q is NULL");
+    a.cu_seqlens_q = (const int32_t *)(uintptr_t)0x500000;
+    a.max_seqlen_q = 11;
+    ASSERT_EQ(tt_sdpa_fwd_varlen(&a, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "more than total");
+    a.max_seqlen_q = 5;
+    a.lse = (float *)(uintptr_t)0x700000;
+    a.lse_stride[0] = 10, a.lse_stride[1] = 0; /* rows of a head on one float */
+    ASSERT_EQ(tt_sdpa_fwd_varlen(&a, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "overlap");
+    size_t bytes = 0;
+    a.lse_stride[1] = 1;
+    a.head_dim = 256 + 8;
+    ASSERT_EQ(tt_sdpa_fwd_varlen_workspace(&a, &bytes, err, sizeof err), TT_ERR_UNSUPPORTED);
+}
+
+TT_TEST_MAIN()
