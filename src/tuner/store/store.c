@@ -634,11 +634,12 @@ static void wal_sum(int big, const unsigned char *p, size_t n, uint32_t *s1, uin
  * commit). Frames of an older generation after the last good one are the
  * normal leftovers of a checkpoint; a torn uncommitted tail is a crash's.
  */
-static int check_wal(tt_store *s, const char *path, uint32_t page_size) {
+static int check_wal(tt_store *s, const char *path, uint32_t page_size, int *has_frames) {
     char wal[4200];
     snprintf(wal, sizeof wal, "%s-wal", path);
     int ret = 0;
     unsigned char *frame = NULL;
+    *has_frames = 0;
     int fd = open(wal, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) {
         if (errno == ENOENT) return 0;
@@ -680,6 +681,7 @@ static int check_wal(tt_store *s, const char *path, uint32_t page_size) {
         ssize_t n = read(fd, frame, fsz);
         if (n != (ssize_t)fsz) break;
         if (be32(frame + 8) != be32(h + 16) || be32(frame + 12) != be32(h + 20)) break; /* older generation */
+        *has_frames = 1;
         if (bad_at >= 0) {
             if (be32(frame + 4) != 0) { /* a commit after the damage */
                 set_err(s, "%s: damaged write-ahead log (frame %lld fails its checksum, a commit follows it); the "
@@ -707,7 +709,7 @@ out:
  * with a write-ahead log SQLite would recover whole. Refuses a symlink and
  * anything but a regular file (a FIFO without waiting for a writer).
  */
-static int inspect_file(tt_store *s, const char *path) {
+static int inspect(tt_store *s, const char *path) {
     int ret = 0;
     sqlite3 *db = NULL;
     struct stat sb;
@@ -747,8 +749,26 @@ static int inspect_file(tt_store *s, const char *path) {
     }
     uint32_t page_size = (uint32_t)head[16] << 8 | head[17];
     if (page_size == 1) page_size = 65536;
-    int64_t file_app = (int32_t)be32(head + 68);
-    if ((ret = check_wal(s, path, page_size)) < 0) return ret;
+    int64_t file_app = (int32_t)be32(head + 68), file_ver = (int32_t)be32(head + 60);
+    int wal_frames;
+    if ((ret = check_wal(s, path, page_size, &wal_frames)) < 0) return ret;
+    /* With nothing in a WAL the header is the truth: what it refuses is
+     * refused before SQLite opens the file (which may create -wal/-shm) */
+    if (!wal_frames && file_app != TT_STORE_APPLICATION_ID && file_app != 0) {
+        set_err(s, "%s: not a tiletune database (application_id 0x%08llx)", path,
+                (unsigned long long)(uint32_t)file_app);
+        return TT_ERR_CORRUPT;
+    }
+    if (!wal_frames && file_app == TT_STORE_APPLICATION_ID && file_ver > TT_STORE_SCHEMA_VERSION) {
+        set_err(s, "%s: schema version %lld is newer than this tiletune knows (%d); upgrade tiletune", path,
+                (long long)file_ver, TT_STORE_SCHEMA_VERSION);
+        return TT_ERR_VERSION;
+    }
+    if (!wal_frames && file_app == TT_STORE_APPLICATION_ID && file_ver < 1) {
+        set_err(s, "%s: a tiletune database with schema version %lld, which no tiletune writes", path,
+                (long long)file_ver);
+        return TT_ERR_CORRUPT;
+    }
 
     int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, NULL);
     if (rc != SQLITE_OK) OPEN_FAIL(map_sqlite(rc), "%s: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
@@ -791,22 +811,6 @@ static int inspect_file(tt_store *s, const char *path) {
         OPEN_FAIL(TT_ERR_CORRUPT, "%s: corrupt database: %s", path, msg);
 out:
     sqlite3_close(db);
-    return ret;
-}
-
-/* inspect_file, and a refusal leaves the directory as it was: the -wal and
- * -shm files SQLite's read-only open may create are removed again. */
-static int inspect(tt_store *s, const char *path) {
-    char side[2][4200];
-    int had[2];
-    for (int i = 0; i < 2; i++) {
-        snprintf(side[i], sizeof side[i], "%s-%s", path, i ? "shm" : "wal");
-        had[i] = access(side[i], F_OK) == 0 || errno != ENOENT;
-    }
-    int ret = inspect_file(s, path);
-    if (ret < 0)
-        for (int i = 0; i < 2; i++)
-            if (!had[i]) unlink(side[i]);
     return ret;
 }
 
