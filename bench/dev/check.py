@@ -1,6 +1,6 @@
 """Correctness of the mma kernel against a float64 reference (device side).
 
-Error criterion (issue 3): ||O - O_ref|| / ||O_ref|| <= 2 x the error of
+Error criterion: ||O - O_ref|| / ||O_ref|| <= 2 x the error of
 PyTorch's own same-dtype SDPA on the same inputs, no NaN, every element
 written (output poisoned with NaN first), |LSE - LSE_ref| <= 1e-3.
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/dev/kernels_device.sh: one device run for the kernels (issue 3), from
+# bench/dev/kernels_device.sh: the kernels on a GPU machine in one command, from
 # the repository root (carry [".device"]): release build for sm_90, then
 #   1. bench/peers.py with the tiletune backend (every variant of the space,
 #      both families, checked against FlashAttention-2's output before it is

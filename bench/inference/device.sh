@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/inference/device.sh: one device run of the inference kernels, from
+# bench/inference/device.sh: the inference kernels on a GPU machine in one command, from
 # the repository root (carry [".device"]): build libtiletune, check family
 # splitkv against torch in float64 (tests/gpu/test_inference_gpu.py), then
 # time it against torch's backends (bench/inference/decode.py).

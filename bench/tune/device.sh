@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/tune/device.sh: one device run for issue 4, from the repository root
+# bench/tune/device.sh: the tuning pipeline on a GPU machine in one command, from the repository root
 # (carry [".device"]): build the release preset's flags with fault injection,
 # run the end-to-end GPU test, then the tuning benchmark on GRID (default:
 # the 108-key default grid, or e.g. "seqlen=512,2048;hdim=128;dtype=fp16;causal=both").

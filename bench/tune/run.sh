@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tuning pipeline benchmark (issue 4; numbers in docs/perf.md, "Tuning
+# The tuning pipeline benchmark (numbers in docs/perf.md, "Tuning
 # pipeline"). On a GPU node, for each mode: a fresh database, tiletuned with
 # the real tiletune-worker, `tiletune tune <grid> --mode M --wait`, timed.
 # The cubin cache is shared and starts empty, so the FIRST mode pays the

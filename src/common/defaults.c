@@ -4,7 +4,7 @@
  * sm_86/89 opt-in limit; no register spill for sm_80, sm_86 or sm_90). An
  * arch may have its own rows (sm_90: the wgmma family, far faster there);
  * tt_sdpa_fwd runs those on that arch. Every row must be within reach of
- * the tuned best (issue 3 target: within 15%); docs/perf.md records the
+ * the tuned best (the target: within 15%); docs/perf.md records the
  * measurements behind each row. */
 #include "common/key.h"
 

@@ -1,6 +1,6 @@
 /*
  * Compiles one variant of the SDPA kernel to a CUBIN with NVRTC and keeps
- * it in the disk cache (cache.h).
+ * it in the disk cache (cubin_cache.h).
  *
  * A variant is a config plus the problem's compile-time facts (head_dim,
  * dtype, causal) and the target arch. Its knobs become -D macros by walking
@@ -23,7 +23,7 @@
 #include "tiletune.h"
 
 /* Fault injection (TT_FAULT_INJECT): compiled into the kernel only when the
- * library is built with TT_FAULT_INJECTION (test builds); issue 4's
+ * library is built with TT_FAULT_INJECTION (test builds); the worker's
  * isolation tests use them. */
 enum { TT_FAULT_NONE = 0, TT_FAULT_OOB_WRITE = 1, TT_FAULT_HANG = 2 };
 
@@ -62,7 +62,7 @@ typedef struct tt__cubin {
 
 typedef struct tt__jit_opts {
     const tt__source *source; /* NULL: tt__source_default() */
-    const char *cache_dir;    /* NULL: see tt__cache_dir() */
+    const char *cache_dir;    /* NULL: see tt__cubin_cache_dir() */
     int no_cache;             /* 1: neither read nor write the disk cache */
 } tt__jit_opts;
 

@@ -1,5 +1,5 @@
 /*
- * The tuning pipeline on the CPU (issue 4): the real tiletuned with the
+ * The tuning pipeline on the CPU: the real tiletuned with the
  * real tiletune-worker on a node without a GPU, and with the stand-in
  * worker the tests control (tests/daemon/fake_worker.sh, modes slow/hang): cancel during a running key, resume
  * after a daemon restart in the middle of a job, a worker that hangs, the

@@ -64,7 +64,7 @@ typedef struct tt_record {
     tt_meas_status status;
     int64_t measured_at; /* unix seconds */
     char node[TT_NAME_MAX]; /* hostname that measured it */
-    /* Optional conditions of the run (issue 4: NVML). */
+    /* Optional conditions of the run (NVML). */
     int32_t sm_clock_mhz;
     int32_t temp_c;
     int32_t busy; /* 1: other processes used the GPU; never becomes best */

@@ -110,7 +110,7 @@ enum {
     ST_JOB_RECOVER,
     ST_JOB_COUNTS,
     ST_STALE,
-    ST_JOB_PROGRESS, /* issue 4: JOB verb */
+    ST_JOB_PROGRESS, /* the JOB verb */
     ST_COUNT_
 };
 
@@ -1652,7 +1652,7 @@ int tt_store_job_counts(tt_store *s, tt_job_counts *out) {
     return ret;
 }
 
-/* ---- job progress (issue 4: the JOB verb) -------------------------------- */
+/* ---- job progress (the JOB verb) -------------------------------- */
 
 int tt_store_job_progress(tt_store *s, int64_t job_id, const char *gpu, const char *rev,
                           tt_store_progress_cb cb, void *ud) {

@@ -193,7 +193,7 @@ int tt_store_job_recover(tt_store *s, int64_t *requeued);
  * job. TT_ERR_NOTFOUND if the key is not running. */
 int tt_store_job_key_release(tt_store *s, int64_t job_id, int32_t seq);
 
-/* Progress of one key of a job (issue 4: the JOB verb). */
+/* Progress of one key of a job (the JOB verb). */
 typedef struct tt_jkey_progress {
     int32_t seq;
     tt_key_v2 key; /* as queued: gpu/rev may be "" */
