@@ -121,7 +121,7 @@ static tt__space_entry *splitkv_space(int64_t rows, int arch, size_t *n) {
     k.dtype = TT_DTYPE_BF16;
     k.causal = 2;
     k.seqlen_q = rows;
-    k.seqlen_k = 4096;
+    k.seqlen_k = rows * 4 > 4096 ? rows * 4 : 4096; /* a chunk key at most: splitkv's regimes */
     tt__space_entry *e = NULL;
     size_t m = 0, kept = 0;
     if (tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &m, NULL, 0) < 0) return NULL;
@@ -129,6 +129,30 @@ static tt__space_entry *splitkv_space(int64_t rows, int arch, size_t *n) {
         if (e[i].variant.config.family == TT_FAMILY_SPLITKV) e[kept++] = e[i];
     *n = kept;
     return e;
+}
+
+/* Square training and prefill keys leave splitkv out (the default grid's
+ * fast tune times the families that can win them); decode and chunked
+ * prefill keys have it. */
+TEST(prefill_keys_leave_splitkv_out) {
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(90, &d));
+    const int64_t qk[4][2] = {{4096, 4096}, {512, 1024}, {1, 4096}, {512, 8192}};
+    for (int i = 0; i < 4; i++) {
+        tt_key k;
+        memset(&k, 0, sizeof k);
+        k.head_dim = 128;
+        k.dtype = TT_DTYPE_BF16;
+        k.seqlen_q = qk[i][0];
+        k.seqlen_k = qk[i][1];
+        tt__space_entry *e = NULL;
+        size_t n = 0, split = 0;
+        ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
+        for (size_t j = 0; j < n; j++) split += e[j].variant.config.family == TT_FAMILY_SPLITKV;
+        free(e);
+        if (i < 2) ASSERT_EQ(split, 0);
+        else ASSERT(split > 0);
+    }
 }
 
 /* The packed rows are seqlen_q x the GQA group: speculative decode of 4

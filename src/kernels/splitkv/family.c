@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/fail.h"
+#include "common/key.h"
 #include "kernels/family.h"
 #include "kernels/splitkv/splitkv.h"
 
@@ -120,6 +121,16 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__dev
  * fragments are reused every tile), else from shared memory. */
 static int useful(const tt_config *c, const tt_key *key, int32_t group) {
     if (key->seqlen_q > 0) {
+        /* Square training and prefill keys are the other families' (split-KV
+         * buys nothing where the query blocks fill the GPU, and mma.sync
+         * tiles lose to wgmma there): leaving them out keeps the default
+         * grid's fast tune to the families that can win it. */
+        tt_key_v2 k2;
+        memset(&k2, 0, sizeof k2);
+        k2.seqlen_q = key->seqlen_q;
+        k2.seqlen_k = key->seqlen_k > 0 ? key->seqlen_k : key->seqlen_q;
+        k2.group = group > 1 ? group : 1;
+        if (tt__key_regime(&k2) == TT_REGIME_PREFILL) return 0;
         const int top = tile_rows(tt__splitkv_rows(key->seqlen_q, group > 1 ? group : 1));
         if (c->block_m != top && !(top > 16 && c->block_m == top / 2)) return 0;
     }
