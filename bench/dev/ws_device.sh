@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ws family on a GPU machine in one command, from the worktree root, with cubins
+# The ws family on a GPU machine in one command, from the repository root, with cubins
 # built beforehand on the CPU machine by bench/dev/ws_dev.py build:
 #   .wsdev_fam  (--family)  the family's whole space: checked against
 #               PyTorch, then timed on the peers grid beside cuDNN and FA2;
