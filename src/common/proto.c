@@ -1,5 +1,6 @@
 #include "common/proto.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,4 +347,32 @@ int tt__fields_decode(const tt__msg *m, const tt__fspec *spec, int nspec, void *
     }
     *present = has;
     return 0;
+}
+
+void tt__pct_encode(const char *in, char *out, size_t len) {
+    size_t o = 0;
+    if (!len) return;
+    for (; *in && o + 4 < len; in++) {
+        unsigned char c = (unsigned char)*in;
+        if (c <= ' ' || c == '%' || c == '=' || c >= 0x7f) o += (size_t)snprintf(out + o, len - o, "%%%02X", c);
+        else out[o++] = (char)c;
+    }
+    out[o] = '\0';
+}
+
+void tt__pct_decode(const char *in, char *out, size_t len) {
+    size_t o = 0;
+    if (!len) return;
+    for (size_t i = 0; in[i] && o + 1 < len; i++) {
+        unsigned hi, lo;
+        if (in[i] == '%' && isxdigit((unsigned char)in[i + 1]) && isxdigit((unsigned char)in[i + 2]) &&
+            sscanf(in + i + 1, "%1x%1x", &hi, &lo) == 2) {
+            unsigned ch = hi * 16 + lo;
+            out[o++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+            i += 2;
+        } else {
+            out[o++] = in[i];
+        }
+    }
+    out[o] = '\0';
 }

@@ -104,6 +104,14 @@ int tt__key_from_msg(const tt__msg *m, tt_key_v2 *out, char *err, size_t errlen)
  * length or TT_ERR_RANGE. */
 int tt__key_format(const tt_key_v2 *key, char *buf, size_t len);
 
+/* Percent-encoding of free text (GPU names, versions) in a field value:
+ * bytes <= ' ', '%', '=' and >= 0x7f become %XX. Writes at most len bytes
+ * with the NUL (text that does not fit is cut at a whole character). */
+void tt__pct_encode(const char *in, char *out, size_t len);
+/* The inverse; a control character decoded (%0A, %00) becomes '?': it
+ * would otherwise be stored, exported, and refused by every other node. */
+void tt__pct_decode(const char *in, char *out, size_t len);
+
 /* An "ERR <code> <message>" reply: points at the code word and the message
  * (both inside `line`, which gets a NUL after the code). 0 or TT_ERR_PROTO. */
 int tt__reply_err(char *line, const char **code, const char **message);

@@ -244,4 +244,23 @@ TEST(err_replies_split_code_and_message) {
     ASSERT_EQ(tt__reply_err(ok, &code, &msg), TT_ERR_PROTO);
 }
 
+/* Free text crosses the worker pipe percent-encoded, one pair for both
+ * ends: what the worker encodes the daemon reads back, a control
+ * character never comes through. */
+TEST(percent_encoding_round_trips_and_drops_control_characters) {
+    char enc[64], dec[64];
+    tt__pct_encode("NVIDIA H200 =100%", enc, sizeof enc);
+    ASSERT_STREQ(enc, "NVIDIA%20H200%20%3D100%25");
+    tt__pct_decode(enc, dec, sizeof dec);
+    ASSERT_STREQ(dec, "NVIDIA H200 =100%");
+    tt__pct_decode("Bad%0AGPU%00x%7f", dec, sizeof dec);
+    ASSERT_STREQ(dec, "Bad?GPU?x?");
+    tt__pct_decode("50%zz%4", dec, sizeof dec); /* not an escape: kept as it is */
+    ASSERT_STREQ(dec, "50%zz%4");
+    tt__pct_encode("a b c d", enc, 8); /* cut at a whole escape */
+    ASSERT_STREQ(enc, "a%20");
+    tt__pct_decode("abcdef", dec, 4);
+    ASSERT_STREQ(dec, "abc");
+}
+
 TT_TEST_MAIN()

@@ -365,24 +365,6 @@ static void worker_gone(worker *w) {
 
 /* ---- reading from the worker ------------------------------------------------ */
 
-/* A control character decoded from the worker ("%0A", "%00") would be
- * stored in the gpu row and exported, and every other node refuses a table
- * whose GPU name holds one: it becomes '?'. */
-static void pct_decode(const char *in, char *out, size_t len) {
-    size_t o = 0;
-    for (size_t i = 0; in[i] && o + 1 < len; i++) {
-        unsigned hi, lo;
-        if (in[i] == '%' && sscanf(in + i + 1, "%1x%1x", &hi, &lo) == 2) {
-            unsigned ch = hi * 16 + lo;
-            out[o++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
-            i += 2;
-        } else {
-            out[o++] = in[i];
-        }
-    }
-    out[o] = '\0';
-}
-
 static int get_i64(const tt__msg *m, const char *k, int64_t min, int64_t max, int64_t *v) {
     const char *s = tt__msg_get(m, k);
     if (!s) return TT_ERR_NOTFOUND;
@@ -444,11 +426,11 @@ static void on_hello(worker *w, const tt__msg *m) {
     }
     tt_gpu_info g;
     memset(&g, 0, sizeof g);
-    pct_decode(name, g.name, sizeof g.name);
+    tt__pct_decode(name, g.name, sizeof g.name);
     const char *str;
-    if ((str = tt__msg_get(m, "driver"))) pct_decode(str, g.driver, sizeof g.driver);
-    if ((str = tt__msg_get(m, "cuda"))) pct_decode(str, g.cuda, sizeof g.cuda);
-    if ((str = tt__msg_get(m, "nvrtc"))) pct_decode(str, g.nvrtc, sizeof g.nvrtc);
+    if ((str = tt__msg_get(m, "driver"))) tt__pct_decode(str, g.driver, sizeof g.driver);
+    if ((str = tt__msg_get(m, "cuda"))) tt__pct_decode(str, g.cuda, sizeof g.cuda);
+    if ((str = tt__msg_get(m, "nvrtc"))) tt__pct_decode(str, g.nvrtc, sizeof g.nvrtc);
     if (get_i64(m, "cc_major", 1, 100, &v) < 0) goto bad;
     g.cc_major = (int32_t)v;
     if (get_i64(m, "cc_minor", 0, 100, &v) < 0) goto bad;

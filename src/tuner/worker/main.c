@@ -53,17 +53,6 @@ static void emit(void *ud, const char *line) {
     }
 }
 
-/* Percent-encoding for HELLO's free-text values (GPU names have spaces). */
-static void pct(const char *in, char *out, size_t len) {
-    size_t o = 0;
-    for (; *in && o + 4 < len; in++) {
-        unsigned char c = (unsigned char)*in;
-        if (c <= ' ' || c == '%' || c == '=' || c >= 0x7f) o += (size_t)snprintf(out + o, len - o, "%%%02X", c);
-        else out[o++] = (char)c;
-    }
-    out[o] = '\0';
-}
-
 static int int_arg(const char *name, const char *v, int min, int max, int *out) {
     int64_t x;
     if (!v || tt__parse_i64(v, min, max, &x) < 0) {
@@ -188,10 +177,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     char name[400], drv[200], cuda[100], nvrtc[100];
-    pct(h.name, name, sizeof name);
-    pct(h.driver, drv, sizeof drv);
-    pct(h.cuda, cuda, sizeof cuda);
-    pct(h.nvrtc, nvrtc, sizeof nvrtc);
+    tt__pct_encode(h.name, name, sizeof name);
+    tt__pct_encode(h.driver, drv, sizeof drv);
+    tt__pct_encode(h.cuda, cuda, sizeof cuda);
+    tt__pct_encode(h.nvrtc, nvrtc, sizeof nvrtc);
     snprintf(line, sizeof line,
              "HELLO proto=1 rev=%s gpu_count=%d index=%d name=%s cc_major=%d cc_minor=%d sms=%d "
              "mem_bytes=%lld driver=%s cuda=%s nvrtc=%s",
