@@ -438,7 +438,7 @@ int tt__device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr,
     return 0;
 }
 
-/* The default this device runs: its arch's row, else the portable one; a
+/* The default run on this device: its arch's row, else the portable one; a
  * device with less shared memory than that needs (sm_86's 99 KB at
  * head_dim 256) gets the first schedule of the space that fits. */
 int tt__sdpa_device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,

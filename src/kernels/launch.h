@@ -124,7 +124,7 @@ int tt__sdpa_target_of(const tt_sdpa_args *a, tt__sdpa_target *t, char *err, siz
 int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_config *cfg, char *err,
                     size_t errlen);
 
-/* The config a device runs for `key` when nothing tuned applies: its arch's
+/* The config run on a device for `key` when nothing tuned applies: its arch's
  * built-in default, else the portable one, else (too little shared memory
  * for either) the first schedule of the space that fits. */
 int tt__sdpa_device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,

@@ -260,7 +260,7 @@ TEST(split_target_is_not_compiled_in) {
     ASSERT_CONTAINS(a, "TT_SPLIT_CTAS=0");
 }
 
-/* ---- the entry points' argument checks, before any device call ------------- */
+/* ---- the entry points' argument checks, before any GPU call ---------------- */
 
 /* A paged cache at fake aligned addresses: [2, 1, 8, 128] q, pages of 16
  * of [16, 2, 128], a [2, 4] block table. */
