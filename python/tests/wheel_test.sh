@@ -42,7 +42,10 @@ export TILETUNE_CMAKE_BUILD_DIR=$T/cmake PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_
 "$T/venv/bin/python" -m pip wheel -q --no-build-isolation --no-deps -w "$T/dist" "$T/src"
 wheel=$(ls "$T"/dist/tiletune-*.whl)
 echo "wheel_test: built $(basename "$wheel") ($((SECONDS - start)) s)"
-"$T/venv/bin/python" -m zipfile -l "$wheel" | grep -q 'tiletune/libtiletune.so' ||
+# The listing is read whole first: grep -q closing the pipe early made the
+# lister die of a broken pipe under pipefail (a failure only under load).
+listing=$("$T/venv/bin/python" -m zipfile -l "$wheel")
+grep -q 'tiletune/libtiletune.so' <<<"$listing" ||
     { echo "wheel_test: the wheel has no libtiletune.so"; exit 1; }
 "$T/venv/bin/python" -m pip install -q --no-deps "$wheel"
 

@@ -74,7 +74,8 @@ done
 for _ in $(seq 100); do grep -q "started worker" "$tmp/daemon.log" && break; sleep 0.1; done
 grep -q "started worker $(rel "$prefix/$sbindir")/\.\./$libexecdir/tiletune/tiletune-worker for GPU 0" "$tmp/daemon.log" ||
     { cat "$tmp/daemon.log"; fail "the daemon did not start the worker from $libexecdir/tiletune"; }
-"$cli" --socket "$sock" lookup -s 4096 -d 128 -t fp16 --json | grep -q '"match": "default"' || fail "lookup"
+out=$("$cli" --socket "$sock" lookup -s 4096 -d 128 -t fp16 --json) || fail "lookup"
+grep -q '"match": "default"' <<<"$out" || fail "lookup: $out"
 kill -TERM "$dpid"
 wait "$dpid" || fail "the packaged daemon did not stop cleanly"
 dpid=
