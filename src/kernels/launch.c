@@ -9,6 +9,7 @@
 
 #include "kernels/cuda_api.h"
 #include "kernels/family.h"
+#include "common/hash.h"
 #include "common/key.h"
 #include "kernels/source.h"
 
@@ -148,12 +149,23 @@ typedef struct cached_kernel {
     tt__kernel *k;
 } cached_kernel;
 
+/* Hashed by (context, variant): every tt_sdpa_fwd call looks its kernel up
+ * here, and a process that ran a sweep or serves many keys holds dozens to
+ * hundreds of them (a list walked with a string compare per entry cost
+ * ~0.01 us an entry per call on the H200's host). */
+#define CACHE_BUCKETS 256
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static cached_kernel *cache_head;
+static cached_kernel *cache_bucket[CACHE_BUCKETS];
+
+static size_t cache_hash(CUcontext ctx, const tt__variant *v) {
+    const uintptr_t c = (uintptr_t)ctx;
+    const uint64_t h = tt__hash_update(tt__hash_update(TT_HASH_INIT, v, sizeof *v), &c, sizeof c);
+    return (size_t)(h % CACHE_BUCKETS);
+}
 
 static tt__kernel *cache_find(CUcontext ctx, const char *rev, const tt__variant *v) {
-    for (cached_kernel *c = cache_head; c; c = c->next)
-        if (c->ctx == ctx && strcmp(c->rev, rev) == 0 && memcmp(&c->variant, v, sizeof *v) == 0)
+    for (cached_kernel *c = cache_bucket[cache_hash(ctx, v)]; c; c = c->next)
+        if (c->ctx == ctx && memcmp(&c->variant, v, sizeof *v) == 0 && strcmp(c->rev, rev) == 0)
             return c->k;
     return NULL;
 }
@@ -203,8 +215,9 @@ int tt__kernel_get(CUcontext ctx, const tt__jit_opts *jo, const tt__variant *v,
         memcpy(node->rev, src->rev, sizeof node->rev);
         node->variant = key;
         node->k = k;
-        node->next = cache_head;
-        cache_head = node;
+        cached_kernel **b = &cache_bucket[cache_hash(ctx, &key)];
+        node->next = *b;
+        *b = node;
     }
     pthread_mutex_unlock(&cache_lock);
     if (other) {
@@ -441,7 +454,21 @@ int tt__device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr,
 /* The default run on this device: its arch's row, else the portable one; a
  * device with less shared memory than that needs (sm_86's 99 KB at
  * head_dim 256) gets the first schedule of the space that fits. */
-int tt__sdpa_device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,
+void tt__sdpa_key_of(const tt_sdpa_args *a, tt_key_v2 *key) {
+    memset(key, 0, sizeof *key);
+    key->dtype = (tt_dtype)a->dtype;
+    key->head_dim = (int32_t)a->head_dim;
+    key->causal = a->causal;
+    key->seqlen_q = a->seqlen_q;
+    key->seqlen_k = a->seqlen_k;
+    /* tuned per GQA group: kernels that pack a group's rows differ by it
+     * (the launcher checked heads_q is a multiple of heads_kv) */
+    const int64_t group = a->heads_kv > 0 ? a->heads_q / a->heads_kv : 1;
+    key->group = group >= 1 && group <= TT_GROUP_MAX ? (int32_t)group : 1;
+    tt__key_canon(key); /* bottom-right with Lq == Lk is top-left; prefill has no group */
+}
+
+int tt__sdpa_device_default(const tt_key_v2 *key, const tt__device_limits *lim, tt_config *out, char *err,
                             size_t errlen) {
     tt_config c;
     int rc;
@@ -450,9 +477,11 @@ int tt__sdpa_device_default(const tt_key *key, const tt__device_limits *lim, tt_
         *out = c;
         return 0;
     }
+    tt_key k1;
+    tt__key_to_v1(key, &k1);
     tt__space_entry *e = NULL;
     size_t n = 0;
-    if ((rc = tt__space_enumerate(key, lim, 0, NULL, 1, &e, &n, err, errlen)) < 0) return rc;
+    if ((rc = tt__space_enumerate(&k1, lim, 0, NULL, 1, &e, &n, err, errlen)) < 0) return rc;
     if (n == 0) {
         free(e);
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
@@ -495,15 +524,11 @@ int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_co
         /* e.g. strides the ws kernel's copy engine cannot take, or a mask
          * its mainloop does not have: this device's default of another
          * family serves the call rather than a refusal */
-        tt_key key;
-        memset(&key, 0, sizeof key);
-        key.dtype = (tt_dtype)a->dtype;
-        key.head_dim = (int32_t)a->head_dim;
-        key.causal = a->causal;
-        key.seqlen_q = a->seqlen_q;
-        key.seqlen_k = a->seqlen_k;
+        tt_key_v2 key;
+        tt__sdpa_key_of(a, &key);
         if (tt__sdpa_device_default(&key, &t->limits, &fallback, NULL, 0) < 0 || fallback.family == cfg->family)
-            if ((rc = tt_config_default(&key, &fallback)) < 0)
+            if ((t->limits.arch != 90 || tt__config_default_sm90_alt(&key, cfg->family, &fallback) < 0) &&
+                (rc = tt_config_default_v2(&key, &fallback)) < 0)
                 return tt__fail(rc, err, errlen, "no schedule of another family for these strides");
         cfg = &fallback;
     }
@@ -550,6 +575,15 @@ int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap, 
 
 int tt_sdpa_default_config(const tt_key *key, int device, tt_config *out, char *err, size_t errlen) {
     if (!key || !out) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
+    tt_key_v2 k2;
+    tt__key_from_v1(key, &k2);
+    return tt_sdpa_default_config_v2(&k2, device, out, err, errlen);
+}
+
+int tt_sdpa_default_config_v2(const tt_key_v2 *key, int device, tt_config *out, char *err, size_t errlen) {
+    if (!key || !out) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
+    if (key->group < 0 || key->group > TT_GROUP_MAX)
+        return tt__fail(TT_ERR_RANGE, err, errlen, "group %d out of range 0..%d", (int)key->group, TT_GROUP_MAX);
     if (!tt__head_dim_supported(key->head_dim))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)key->head_dim);
     if (!tt__dtype_name(key->dtype))
