@@ -98,8 +98,11 @@ TEST(split_count_follows_the_batch) {
     ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 8, 256), 32);
     /* batch 64: 512 CTAs already fill the target: no split */
     ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 512, 64), 1);
-    /* batch 16: 128 CTAs, 3 splits -> 384 CTAs */
-    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 128, 256), 3);
+    /* batch 16: 128 CTAs, 2 splits -> 256 CTAs, one wave (3 would spill
+     * 120 CTAs into a second one) */
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 128, 256), 2);
+    /* never past the wave: 100 CTAs, 264 slots -> 2 splits, not 3 */
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 100, 256), 2);
     /* never more splits than key tiles, and none empty: 33 wanted, 5 tiles */
     ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 8, 5), 5);
     /* 10 tiles in 4 splits would leave 3, 3, 3, 1; 7 wanted -> 2 a split, 5 splits */

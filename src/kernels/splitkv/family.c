@@ -86,28 +86,13 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__dev
         dev = &nominal;
     }
     (void)seqlen_k;
-    const int bm = tile_rows(rows);
-    /* Candidates in order of preference; the first legal one on dev wins.
-     * From the sweeps on the H200 (docs/perf.md): decode (16 rows) 64-key
-     * tiles, 2 stages (three CTAs an SM), 2 CTAs an SM as the split target:
-     * the winner at (1, 131072) and, at split target 1, at (16, 32768);
-     * 32 rows 128-key tiles, 3 stages (winner at batch 1, Lq 8); 64 rows
-     * 64-key tiles, 2 stages (winner at Lq 16); prefill 128 rows, 8 warps. */
-    tt_config cand[6];
+    /* this arch's row (src/common/defaults.c), else the portable one, else
+     * a tile that fits any sm_80+ at every head dim */
+    tt_config cand[3];
     size_t n = 0;
-    if (bm == 16) {
-        make(&cand[n++], 16, 64, 4, 2, 1, 2);
-        make(&cand[n++], 16, 64, 4, 2, 0, 2);
-    } else if (bm == 32) {
-        make(&cand[n++], 32, 128, 4, 3, 0, 0);
-        make(&cand[n++], 32, 64, 4, 2, 0, 0);
-    } else if (bm == 64) {
-        make(&cand[n++], 64, 64, 4, 2, 0, 0);
-    } else {
-        make(&cand[n++], 128, 64, 8, 2, 0, 0);
-        make(&cand[n++], 64, 64, 4, 2, 0, 0);
-    }
-    make(&cand[n++], 16, 32, 2, 2, 0, 0); /* fits any sm_80+ at every head dim */
+    if (tt__config_default_splitkv(dev->arch, rows, d, &cand[n]) == 0) n++;
+    if (tt__config_default_splitkv(0, rows, d, &cand[n]) == 0) n++;
+    make(&cand[n++], 16, 32, 2, 2, 0, 0);
     for (size_t i = 0; i < n; i++)
         if (tt__variant_check(&cand[i], d, dev, NULL, 0) == 0) {
             *out = cand[i];
@@ -147,12 +132,30 @@ int tt__splitkv_splits(const tt_config *c, int sm_count, int fit, int64_t ctas, 
     const int64_t per_sm = c->split_ctas > 0 ? c->split_ctas : (fit > 0 ? fit : 1);
     const int64_t target = per_sm * sm_count;
     if (ctas >= target) return 1;
-    int64_t s = (target + ctas - 1) / ctas;
+    /* Round down: splits that fill the target's one wave and no more. The
+     * earlier ceil(target / ctas) always overshot into a second, mostly
+     * empty wave (batch 8, 8 KV heads, 3 CTAs an SM: 7 splits, 448 CTAs
+     * for 396 slots, where 6 make 384), and the tuner chose 8-16x the
+     * target to dilute that tail. */
+    int64_t s = target / ctas;
     if (s > max_tiles) s = max_tiles;
     if (s > TT_SPLITKV_MAX_SPLITS) s = TT_SPLITKV_MAX_SPLITS;
     /* no empty split: as many splits as the tiles per split need */
     const int64_t per = (max_tiles + s - 1) / s;
     return (int)((max_tiles + per - 1) / per);
+}
+
+int tt__splitkv_split_tiles(const tt_config *c, int sm_count, int fit, int64_t work_tiles, int64_t max_tiles,
+                            int *splits) {
+    *splits = 1;
+    if (max_tiles <= 1 || sm_count <= 0 || work_tiles <= 0) return 0;
+    const int64_t per_sm = c->split_ctas > 0 ? c->split_ctas : (fit > 0 ? fit : 1);
+    int64_t tps = (work_tiles + per_sm * sm_count - 1) / (per_sm * sm_count);
+    if (tps < 1) tps = 1;
+    if ((max_tiles + tps - 1) / tps > TT_SPLITKV_MAX_SPLITS) tps = (max_tiles + TT_SPLITKV_MAX_SPLITS - 1) / TT_SPLITKV_MAX_SPLITS;
+    if (tps >= max_tiles) return 0;
+    *splits = (int)((max_tiles + tps - 1) / tps);
+    return (int)tps;
 }
 
 /*

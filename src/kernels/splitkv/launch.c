@@ -143,16 +143,25 @@ typedef struct plan {
 
 /* The split and the workspace of `p` (all else filled) with loaded `k`;
  * rows_max: packed rows of the longest sequence. */
-static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t rows_max, plan *pl, char *err,
-                    size_t errlen) {
+static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t rows_max, int64_t total_k, plan *pl,
+                    char *err, size_t errlen) {
     memset(pl, 0, sizeof *pl);
     pl->p = *p;
     pl->k = k;
     const tt_config *c = &k->variant.config;
     const int64_t qblocks = (rows_max + c->block_m - 1) / c->block_m;
     const int64_t max_tiles = ((int64_t)p->seqlen_k + c->block_n - 1) / c->block_n;
-    const int splits = tt__splitkv_splits(c, k->limits.sm_count, ctas_per_sm(k),
-                                          (int64_t)p->batch * p->heads_kv * qblocks, max_tiles);
+    int splits;
+    if (total_k > 0) {
+        /* varlen: the host knows the batch's keys, not each sequence's;
+         * one tiles-per-split for all gives each its share of the splits
+         * (each sequence counted as one query block of tiles) */
+        const int64_t work = (int64_t)p->heads_kv * ((total_k + c->block_n - 1) / c->block_n + p->batch);
+        pl->p.split_tiles = tt__splitkv_split_tiles(c, k->limits.sm_count, ctas_per_sm(k), work, max_tiles, &splits);
+    } else {
+        splits = tt__splitkv_splits(c, k->limits.sm_count, ctas_per_sm(k), (int64_t)p->batch * p->heads_kv * qblocks,
+                                    max_tiles);
+    }
     if (qblocks * splits > INT32_MAX)
         return tt__fail(TT_ERR_RANGE, err, errlen, "%lld query blocks x %d splits are over the grid's limit",
                         (long long)qblocks, splits);
@@ -168,7 +177,7 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
          * to 2.7x (speculative decode, Lq 16), so those get the combine
          * kernel, a warp per row across the GPU. */
         const int64_t rows_cta = rows_max < c->block_m ? rows_max : c->block_m;
-        if (fused_merge && rows_cta <= 2 * (int64_t)c->warps)
+        if (fused_merge && rows_cta <= 2 * (int64_t)c->warps && c->block_m <= TT_SPLITKV_FUSED_MAX_BM)
             pl->ctr_bytes = ((size_t)p->batch * p->heads_kv * qblocks * 4 + 255) & ~(size_t)255;
         pl->lse_off = (rows * (size_t)k->variant.head_dim * 4 + 255) & ~(size_t)255;
         pl->parts = pl->lse_off + rows * 4;
@@ -258,7 +267,7 @@ int tt__splitkv_run(const tt__splitkv_target *t, const tt_config *cfg, void *ws,
         return tt__fail(TT_ERR_RANGE, err, errlen, "variant needs %ld bytes of shared memory, the device allows %d",
                         (long)k->report.static_smem + k->smem, (int)t->limits.smem_optin);
     plan pl;
-    if ((rc = plan_for(k, &t->params, t->rows_max, &pl, err, errlen)) < 0) return rc;
+    if ((rc = plan_for(k, &t->params, t->rows_max, t->total_k, &pl, err, errlen)) < 0) return rc;
     if (ws_bytes) {
         *ws_bytes = pl.ws_bytes;
         return 0;
@@ -269,6 +278,7 @@ int tt__splitkv_run(const tt__splitkv_target *t, const tt_config *cfg, void *ws,
 static void fill_scale(tt_splitkv_params *p, float scale, int64_t head_dim) {
     p->scale = scale != 0.0f ? scale : (float)(1.0 / sqrt((double)head_dim));
     p->scale_log2 = (float)((double)p->scale * 1.4426950408889634);
+    p->lse_empty = INFINITY; /* the KV-cache and varlen entry points: flash-attn's convention */
 }
 
 int tt__splitkv_launch_dense(const tt__kernel *k, const tt_sdpa_params *d, void *stream, char *err, size_t errlen) {
@@ -299,8 +309,9 @@ int tt__splitkv_launch_dense(const tt__kernel *k, const tt_sdpa_params *d, void 
     p.tokens = d->batch * d->seqlen_q;
     p.scale = d->scale;
     p.scale_log2 = d->scale_log2;
+    p.lse_empty = -INFINITY; /* tt_sdpa_fwd's convention, as the dense families */
     plan pl;
-    int rc = plan_for(k, &p, (int64_t)d->seqlen_q * group, &pl, err, errlen);
+    int rc = plan_for(k, &p, (int64_t)d->seqlen_q * group, 0, &pl, err, errlen);
     if (rc < 0) return rc;
     return run_plan(&pl, NULL, 0, (CUstream)stream, err, errlen);
 }
@@ -528,6 +539,7 @@ int tt__splitkv_varlen_target(const tt_sdpa_varlen_args *a, tt__splitkv_target *
     p->seqlen_k = (int)a->max_seqlen_k;
     p->tokens = (int)a->total_q;
     fill_scale(p, a->scale, a->head_dim);
+    t->total_k = a->total_k;
     return target_finish(t, ptrs, names, a->dtype, a->causal, a->head_dim, a->heads_q / a->heads_kv,
                          a->max_seqlen_q, a->max_seqlen_k, err, errlen);
 }

@@ -139,7 +139,6 @@ __device__ __forceinline__ float lg2(float x) {
     return y;
 }
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-__device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
 
 /* One sequence's view of the batch: its lengths and first rows. */
 struct Seq {
@@ -203,10 +202,14 @@ __device__ __forceinline__ float ld_cg(const float *a) {
 /* Merges the splits of one (token, head) row with one warp: LSE = log-sum-exp
  * of the splits' LSEs, O = sum of exp(lse_s - LSE) O_s. Every lane holds the
  * LSEs of splits lane, lane + 32, ..., so the weights need no memory round
- * trip per split, and the O loads of consecutive splits are independent
- * (an earlier loop that read each split's LSE before its O serialized two
- * round trips per split). Splits that saw no key (LSE -inf) weigh 0. A row
- * with no key at all gets O = 0 and LSE = +inf, as the single-split path. */
+ * trip per split. O is read as float4 columns (lane l: columns 4l..4l+3,
+ * and 4l+128.. at head_dim 256) eight splits at a time, all eight loads
+ * issued before the first is used: a merge of 32 splits is four round
+ * trips to L2 rather than one per split and column (an earlier loop, a
+ * scalar load per column, unrolled 4 with a skip per split, cost ~5 us per
+ * fused merge of 32 splits at batch 1). Splits that saw no key (LSE -inf)
+ * weigh 0 (their partial O is 0). A row with no key at all gets O = 0 and
+ * LSE = p.lse_empty, as the single-split path. */
 __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row, int b, int i, int h, int lane) {
     const float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
     const i64 nrows = (i64)p.tokens * p.heads_q;
@@ -227,33 +230,57 @@ __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row,
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     const bool empty = mx == neg_inf() || !(sum > 0.f);
-    const float lse = empty ? pos_inf() : mx + lg2(sum) * LN2;
+    const float lse = empty ? p.lse_empty : mx + lg2(sum) * LN2;
 #pragma unroll
     for (int k = 0; k < KS; ++k) w[k] = (empty || w[k] == neg_inf()) ? 0.f : ex2((w[k] - lse) * LOG2E);
 
-    constexpr int PER = (D + 31) / 32; /* columns a lane: lane + 32 e */
-    float o[PER];
+    constexpr int C4 = D / 4;                 /* float4 columns of a row */
+    constexpr int PER = (C4 + 31) / 32;       /* float4 columns a lane */
+    constexpr int U = 8;                      /* splits whose loads are in flight together */
+    float4 o[PER];
 #pragma unroll
-    for (int e = 0; e < PER; ++e) o[e] = 0.f;
+    for (int e = 0; e < PER; ++e) o[e] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < p.splits; s0 += U) {
+        float4 x[U][PER];
 #pragma unroll
-    for (int k = 0; k < KS; ++k) {
-        if (32 * k >= p.splits) break;
-#pragma unroll 4
-        for (int j = 0; j < 32; ++j) {
-            const int s = 32 * k + j;
-            if (s >= p.splits) break;
-            const float ws = __shfl_sync(0xffffffffu, w[k], j);
-            if (ws == 0.f) continue; /* uniform: the broadcast weight */
-            const float *src = p.o_part + (s * nrows + row) * D;
+        for (int u = 0; u < U; ++u) {
+            const int s = min(s0 + u, p.splits - 1); /* past the end: a valid row, weight 0 */
+            const float4 *src = (const float4 *)(p.o_part + (s * nrows + row) * D);
 #pragma unroll
             for (int e = 0; e < PER; ++e)
-                if (lane + 32 * e < D) o[e] = fmaf(ws, ld_cg(src + lane + 32 * e), o[e]);
+                if (lane + 32 * e < C4) asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];\n"
+                                                     : "=f"(x[u][e].x), "=f"(x[u][e].y), "=f"(x[u][e].z), "=f"(x[u][e].w)
+                                                     : "l"(src + lane + 32 * e));
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int s = s0 + u;
+            /* the weight of split s sits in lane s % 32 of w[s / 32] */
+            float ws = 0.f;
+#pragma unroll
+            for (int k = 0; k < KS; ++k) {
+                const float v = __shfl_sync(0xffffffffu, w[k], s & 31);
+                if (k == (s >> 5)) ws = v;
+            }
+            if (s >= p.splits) ws = 0.f;
+#pragma unroll
+            for (int e = 0; e < PER; ++e)
+                if (lane + 32 * e < C4) {
+                    o[e].x = fmaf(ws, x[u][e].x, o[e].x);
+                    o[e].y = fmaf(ws, x[u][e].y, o[e].y);
+                    o[e].z = fmaf(ws, x[u][e].z, o[e].z);
+                    o[e].w = fmaf(ws, x[u][e].w, o[e].w);
+                }
         }
     }
     u16 *dst = (u16 *)p.o + b * p.o_batch_stride + (i64)i * p.o_row_stride + (i64)h * p.o_head_stride;
 #pragma unroll
     for (int e = 0; e < PER; ++e)
-        if (lane + 32 * e < D) dst[lane + 32 * e] = (u16)(pack2(o[e], 0.f) & 0xffffu);
+        if (lane + 32 * e < C4) {
+            const u32 lo = pack2(o[e].x, o[e].y), hi = pack2(o[e].z, o[e].w);
+            asm volatile("st.global.v2.u32 [%0], {%1,%2};\n" ::"l"(dst + 4 * (lane + 32 * e)), "r"(lo), "r"(hi)
+                         : "memory");
+        }
     if (lane == 0 && p.lse)
         p.lse[b * p.lse_batch_stride + (i64)h * p.lse_head_stride + (i64)i * p.lse_row_stride] = lse;
 }
@@ -277,7 +304,8 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
     const int kv_end = key_limit(i_last, sq.Lq, sq.Lk);
     const int min_lim = key_limit(i_first, sq.Lq, sq.Lk);
     const int n_tiles = (kv_end + BN - 1) / BN;
-    const int tps = (n_tiles + p.splits - 1) / p.splits;
+    /* a split past a short sequence's tiles is empty: it writes LSE -inf */
+    const int tps = p.split_tiles > 0 ? p.split_tiles : (n_tiles + p.splits - 1) / p.splits;
     const int t_begin = split * tps, t_end = min(n_tiles, t_begin + tps);
 
     const u32 sQ = smem_u32(smem);
@@ -370,6 +398,7 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
     const int a_row = lane & 15, a_chk = lane >> 4;
     const int k_row = (lane & 7) + ((lane >> 4) << 3), k_chk = (lane >> 3) & 1;
     const int wr = wm * RW; /* this warp's first row */
+    const bool active = pr0 + wr < rows;
 
     /* Per row of this thread (m tile mi, half e / 2): its key limit. */
     int lim[MT][2];
@@ -410,6 +439,10 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
         if (j + ST - 1 < t_end) load_kv((jj + ST - 1) % ST, j + ST - 1);
         cp_commit();
         const u32 cK = sKV + 2 * (jj % ST) * T_BYTES + wk * WN * ROW_BYTES, cV = cK + T_BYTES;
+        /* Warps whose rows are all past this sequence's (a short sequence
+         * in a tile sized for the batch's longest) skip the math; they
+         * still copy and meet the barriers. */
+        if (!active) continue;
 
         float s[MT][WN / 8][4];
 #pragma unroll
@@ -594,7 +627,7 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
                          : "memory");
             if (c == 0 && p.lse)
                 p.lse[b * p.lse_batch_stride + (i64)h * p.lse_head_stride + (i64)(sq.qoff + i) * p.lse_row_stride] =
-                    empty ? pos_inf() : M * p.scale + lg2(L) * LN2;
+                    empty ? p.lse_empty : M * p.scale + lg2(L) * LN2;
         } else {
             const int tok = (p.cu_seqlens_q ? sq.qoff : b * p.seqlen_q) + i;
             const i64 prow = ((i64)split * p.tokens + tok) * p.heads_q + h;
@@ -604,6 +637,7 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
             if (c == 0) p.lse_part[prow] = empty ? neg_inf() : M * p.scale + lg2(L) * LN2;
         }
     }
+#if TT_BLOCK_M <= TT_SPLITKV_FUSED_MAX_BM
     if (direct || !p.counters) return;
     /* Fused merge: the last split of this (query block, KV head, sequence)
      * to finish merges all of them, so no second kernel is launched. Every
@@ -627,6 +661,7 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
         const int tok = (p.cu_seqlens_q ? sq.qoff : b * p.seqlen_q) + i;
         combine_row(p, (i64)tok * p.heads_q + h, b, sq.qoff + i, h, lane);
     }
+#endif
 }
 
 /* The standalone merge, when the launcher runs it as a second kernel

@@ -30,6 +30,11 @@ typedef long long tt_skv_i64;
 typedef int64_t tt_skv_i64;
 #endif
 
+/* The fused merge (the last split merges) is compiled into programs of
+ * tiles up to this many rows only: it serves a few rows a CTA (decode),
+ * and in a 128-row, 8-warp program its registers made ptxas spill. */
+#define TT_SPLITKV_FUSED_MAX_BM 32
+
 /* Most splits of one (query block, KV head, sequence). */
 #define TT_SPLITKV_MAX_SPLITS 256
 
@@ -61,7 +66,13 @@ typedef struct tt_splitkv_params {
     int splits;              /* CTAs per (query block, kv head, batch) along keys */
     int tokens;              /* query tokens: batch * seqlen_q, or total_q */
     int qblocks;             /* query blocks of the longest sequence */
+    int split_tiles;         /* > 0: key tiles a split takes, the same for every
+                                sequence (varlen: splits follow each sequence's
+                                length); 0: each CTA's tiles over `splits` */
     float scale, scale_log2;
+    float lse_empty;         /* LSE of a row that sees no key: +inf for the
+                                KV-cache and varlen entry points (flash-attn's),
+                                -inf for tt_sdpa_fwd (the dense families') */
 } tt_splitkv_params;
 
 /* Rows per warp (two m16 tiles, one at head_dim 256 where O would spill),

@@ -36,6 +36,14 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t head_dim, const 
  * variant one SM holds. */
 int tt__splitkv_splits(const tt_config *c, int sm_count, int fit, int64_t ctas, int64_t max_tiles);
 
+/* Varlen: the key tiles a split takes, the same for every sequence, so a
+ * sequence gets splits in proportion to its length; from the whole batch's
+ * `work_tiles` (KV heads x its key tiles) and the same per-SM target as
+ * tt__splitkv_splits. *splits: the grid's splits (the longest sequence's).
+ * 0 (and *splits 1): no split. */
+int tt__splitkv_split_tiles(const tt_config *c, int sm_count, int fit, int64_t work_tiles, int64_t max_tiles,
+                            int *splits);
+
 /* One KV-cache or varlen call, checked: its kernel parameters (all but the
  * split and the workspace), the device it runs on and what its config
  * choice needs. */
@@ -45,6 +53,7 @@ typedef struct tt__splitkv_target {
     tt__device_limits limits;
     tt_key key;       /* dtype, head_dim, causal, seqlen_q / seqlen_k (maxima) */
     int64_t rows_max; /* packed rows of the longest sequence: seqlen_q x group */
+    int64_t total_k;  /* varlen: keys of the whole batch; 0: dense or KV cache */
 } tt__splitkv_target;
 
 int tt__splitkv_kvcache_target(const tt_sdpa_kvcache_args *a, tt__splitkv_target *t, char *err, size_t errlen);
