@@ -288,11 +288,16 @@ TT_EXPORT int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, si
 
 /*
  * The config tt_sdpa_fwd runs for `key` on CUDA device `device` when
- * nothing is tuned for it: the device's own built-in default (sm_90: a
- * wgmma schedule), else tt_config_default's portable one.
+ * nothing is tuned for it: the device's own built-in default for the
+ * key's regime (sm_90: splitkv for decode, ws for prefill), else
+ * tt_config_default's portable one. The _v2 form takes the GQA group,
+ * which the decode and chunk defaults depend on (packed rows); the first
+ * form is group 1.
  */
 TT_EXPORT int tt_sdpa_default_config(const tt_key *key, int device, tt_config *out, char *err,
                                      size_t errlen);
+TT_EXPORT int tt_sdpa_default_config_v2(const tt_key_v2 *key, int device, tt_config *out, char *err,
+                                        size_t errlen);
 
 /* ---- inference: KV caches and variable-length batches ------------------------ */
 

@@ -137,6 +137,8 @@ def _declare(lib):
         "tt_kernel_revision": ([ctypes.c_char_p], ctypes.c_int),
         "tt_config_default": ([P(_Key), P(_Config)], ctypes.c_int),
         "tt_sdpa_default_config": ([P(_Key), ctypes.c_int, P(_Config)] + err_t, ctypes.c_int),
+        "tt_sdpa_default_config_v2": ([P(_KeyV2), ctypes.c_int, P(_Config)] + err_t, ctypes.c_int),
+        "tt_config_default_v2": ([P(_KeyV2), P(_Config)], ctypes.c_int),
         "tt_config_format": ([P(_Config), ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int),
         "tt_config_parse": ([ctypes.c_char_p, P(_Config)], ctypes.c_int),
         "tt_strerror": ([ctypes.c_int], ctypes.c_char_p),
@@ -252,16 +254,17 @@ def parse_config(text):
     return out
 
 
-def default_config(head_dim, dtype, causal=False, seqlen_q=1024, seqlen_k=None, device=None):
+def default_config(head_dim, dtype, causal=False, seqlen_q=1024, seqlen_k=None, device=None, group=1):
     """The built-in default config for a key, as canonical text. Without a
     device: the portable default (valid on every sm_80+ GPU, what a daemon
     answers when nothing is tuned); with a device (an ordinal, "cuda:N" or a
     torch.device): the one sdpa() runs there when nothing is tuned (sm_90
-    has its own)."""
-    key = _key(head_dim, dtype, causal, seqlen_q, seqlen_k)
+    has its own). group: query heads per K/V head (GQA); decode and chunk
+    defaults pack the group's rows into one tile."""
+    key = _key(head_dim, dtype, causal, seqlen_q, seqlen_k, group=group)
     if device is None:
         cfg = _Config()
-        rc = _load().tt_config_default(ctypes.byref(key), ctypes.byref(cfg))
+        rc = _load().tt_config_default_v2(ctypes.byref(key), ctypes.byref(cfg))
         if rc < 0:
             _raise(rc, None, "default_config")
         return format_config(cfg)
@@ -271,7 +274,8 @@ def default_config(head_dim, dtype, causal=False, seqlen_q=1024, seqlen_k=None, 
 def _device_default(key, device):
     cfg = _Config()
     err = ctypes.create_string_buffer(1024)
-    rc = _load().tt_sdpa_default_config(ctypes.byref(key), device, ctypes.byref(cfg), err, len(err))
+    fn = _load().tt_sdpa_default_config_v2 if isinstance(key, _KeyV2) else _load().tt_sdpa_default_config
+    rc = fn(ctypes.byref(key), device, ctypes.byref(cfg), err, len(err))
     if rc < 0:
         _raise(rc, err, "default_config")
     return cfg

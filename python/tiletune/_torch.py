@@ -162,7 +162,8 @@ def _log(text):
 
 def _key_text(lkey, dev):
     return (f"{'fp16' if lkey[0] == TT_DTYPE_FP16 else 'bf16'} hdim={lkey[1]} causal={lkey[2]} "
-            f"seqlen_q={lkey[3]} seqlen_k={lkey[4]} on cuda:{dev}")
+            f"seqlen_q={lkey[3]} seqlen_k={lkey[4]}" + (f" group={lkey[5]}" if lkey[5] > 1 else "") +
+            f" on cuda:{dev}")
 
 
 def _choose(lkey, dev):
@@ -176,9 +177,10 @@ def _choose(lkey, dev):
     now = time.monotonic()
     if ch is not None and now < ch.expires:
         return ch
-    dtype, hdim, causal, lq, lk = lkey
+    dtype, hdim, causal, lq, lk, group = lkey
+    # the GQA group is part of the key: decode and chunk schedules pack it
     key = _lib._key(hdim, "fp16" if dtype == TT_DTYPE_FP16 else "bf16", causal, lq, lk,
-                    rev=_lib.revision())
+                    rev=_lib.revision(), group=group)
     cfg, why, expires, tuned = None, None, now + _REASK_S, False
     if lq > TT_SEQLEN_MAX or lk > TT_SEQLEN_MAX:
         why = f"default: seqlens over the tuner's range ({TT_SEQLEN_MAX})"
@@ -220,8 +222,8 @@ def _note(ch, lkey, dev):
 def _refused(ch, lkey, dev, msg):
     """The tuned config did not fit this device (a record from another GPU
     model or an older schedule): the device's default from now on."""
-    dtype, hdim, causal, lq, lk = lkey
-    key = _lib._key(hdim, "fp16" if dtype == TT_DTYPE_FP16 else "bf16", causal, lq, lk)
+    dtype, hdim, causal, lq, lk, group = lkey
+    key = _lib._key(hdim, "fp16" if dtype == TT_DTYPE_FP16 else "bf16", causal, lq, lk, group=group)
     ch.cfg = _lib._device_default(key, dev)
     ch.ptr = ctypes.pointer(ch.cfg)
     ch.why = f"default: the tuned config was refused on this device ({msg})"
@@ -238,7 +240,7 @@ def _make_plan(q, k, v, is_causal, scale, config):
     Hkv, Lk = k.shape[-3], k.shape[-2]
     p.lse_shape = q.shape[:-1]
     p.dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    p.key = (_DTYPES[q.dtype], D, 1 if is_causal else 0, Lq, Lk)
+    p.key = (_DTYPES[q.dtype], D, 1 if is_causal else 0, Lq, Lk, max(1, Hq // max(1, Hkv)))
     p.explicit = config is not None
     p.cfg = _lib._parse(config) if config is not None else None
     p.cfg_ptr = ctypes.pointer(p.cfg) if p.cfg is not None else None

@@ -23,34 +23,23 @@ static void client_open_once(void) {
 
 static int choose_config(const tt_sdpa_args *a, const tt__device_limits *lim, tt_config *out, char *err,
                          size_t errlen) {
-    tt_key key;
-    memset(&key, 0, sizeof key);
-    key.dtype = (tt_dtype)a->dtype;
-    key.head_dim = (int32_t)a->head_dim;
-    key.causal = a->causal;
-    key.seqlen_q = a->seqlen_q;
-    key.seqlen_k = a->seqlen_k;
+    tt_key_v2 k2;
+    tt__sdpa_key_of(a, &k2);
     int rc;
-    if ((rc = tt_kernel_revision(key.rev)) < 0) return tt__fail(rc, err, errlen, "kernel source unavailable");
+    if ((rc = tt_kernel_revision(k2.rev)) < 0) return tt__fail(rc, err, errlen, "kernel source unavailable");
     pthread_once(&client_once, client_open_once);
     tt_lookup_result res;
     /* The daemon tunes on the same GPU model; a record from another model
      * or an older schedule may not fit this device: then the default.
      * A default answer (nothing tuned, or no daemon) is the portable one;
      * this device's own default is at least as good. */
-    /* Tuned per GQA group: kernels that pack a group's rows differ by it
-     * (the launcher checked heads_q is a multiple of heads_kv). */
-    tt_key_v2 k2;
-    tt__key_from_v1(&key, &k2);
-    int64_t group = a->heads_kv > 0 ? a->heads_q / a->heads_kv : 1;
-    k2.group = group >= 1 && group <= TT_GROUP_MAX ? (int32_t)group : 1;
-    if (process_client && key.seqlen_q <= TT_SEQLEN_MAX && key.seqlen_k <= TT_SEQLEN_MAX &&
+    if (process_client && k2.seqlen_q <= TT_SEQLEN_MAX && k2.seqlen_k <= TT_SEQLEN_MAX &&
         tt_lookup_v2(process_client, &k2, &res) == 0 && res.match != TT_MATCH_DEFAULT &&
-        tt__variant_check(&res.config, key.head_dim, lim, NULL, 0) == 0) {
+        tt__variant_check(&res.config, k2.head_dim, lim, NULL, 0) == 0) {
         *out = res.config;
         return 0;
     }
-    return tt__sdpa_device_default(&key, lim, out, err, errlen);
+    return tt__sdpa_device_default(&k2, lim, out, err, errlen);
 }
 
 int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {

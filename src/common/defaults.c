@@ -36,11 +36,13 @@ static const struct default_row {
     {256, 1, 64, 64, 4, 1, 1, 0},
 };
 
-/* sm_90 (H100/H200): family wgmma, one brace row per line, as above. Each
+/* sm_90 (H100/H200), family wgmma, one brace row per line, as above. Each
  * row is the config with the best worst case over the H200 grid (seqlen
  * 512..16384, fp16 and bf16; docs/perf.md, wgmma v1): of the tuned best,
- * d64 0.90/0.94 (non-causal/causal), d128 0.985/0.92, d256 1.0. */
-static const struct default_row defaults_sm90[] = {
+ * d64 0.90/0.94 (non-causal/causal), d128 0.985/0.92, d256 1.0. Today it
+ * serves sm_90's bottom-right prefill keys (family ws has no bottom-right
+ * mask) and calls whose strides ws's copy engine cannot take. */
+static const struct default_row defaults_sm90_wgmma[] = {
     /* d, c, bm, bn, w, st, layout, q_in_regs */
     {64, 0, 64, 64, 4, 2, 1, 0},
     {64, 1, 64, 64, 4, 2, 1, 0},
@@ -50,36 +52,125 @@ static const struct default_row defaults_sm90[] = {
     {256, 1, 128, 64, 8, 2, 1, 0},
 };
 
-/* The table each regime takes its default from, per arch. A kernel family
- * for a regime (split-KV decode) lands as its own table and one entry
- * here; until then every regime runs today's rows. */
+/* sm_90 prefill, family ws (layout: 1 ping-pong; q_in_regs: 1 persistent
+ * grid): per head dim and mask the single config with the best mean over
+ * the H200 grid (docs/perf.md, ws v3), of the tuned ws best mean (worst):
+ * d64 0.963 (0.919) / 0.968 (0.891), d128 0.989 (0.949) / 0.966 (0.945),
+ * d256 1.000 (0.998) / 0.997 (0.980); ws tuned is 1.21x wgmma tuned. */
+static const struct default_row defaults_sm90[] = {
+    /* d, c, bm, bn, w, st, layout, q_in_regs */
+    {64, 0, 192, 128, 16, 2, 0, 1},
+    {64, 1, 192, 128, 16, 2, 0, 0},
+    {128, 0, 128, 128, 12, 2, 1, 1},
+    {128, 1, 128, 128, 12, 2, 0, 0},
+    {256, 0, 128, 80, 12, 2, 0, 0},
+    {256, 1, 128, 80, 12, 2, 0, 0},
+};
+
+/* Family splitkv (decode, speculative decode, chunks of a few rows): by
+ * the packed rows a KV head's query block holds (seqlen_q x GQA group;
+ * the first row whose `rows` is at least that, else the last), one brace
+ * row per line. split_ctas is the split target in CTAs an SM (0: as many
+ * as fit), so the split count follows batch x heads at run time. From the
+ * H200 sweeps (docs/perf.md, inference): 16 rows (one token, group <= 16)
+ * 64-key tiles, 2 stages, Q in registers, 2 CTAs an SM; 32 rows 128-key
+ * tiles and 3 stages; 64 rows 64-key tiles; 128 rows 8 warps. The
+ * portable rows fit 99 KB (sm_86/89) with no spill; where the sm_90 row
+ * does not, a smaller tile of the same shape. */
+struct splitkv_row {
+    int32_t rows, head_dim;
+    int32_t block_m, block_n, warps, stages, q_in_regs, split_ctas;
+};
+static const struct splitkv_row splitkv_portable[] = {
+    /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
+    {16, 32, 16, 64, 4, 2, 1, 2},
+    {16, 64, 16, 64, 4, 2, 1, 2},
+    {16, 128, 16, 64, 4, 2, 1, 2},
+    {16, 256, 16, 32, 2, 2, 0, 2},
+    {32, 32, 32, 64, 4, 2, 0, 0},
+    {32, 64, 32, 64, 4, 2, 0, 0},
+    {32, 128, 32, 64, 4, 2, 0, 0},
+    {32, 256, 32, 32, 4, 2, 0, 0},
+    {64, 32, 64, 64, 4, 2, 0, 0},
+    {64, 64, 64, 64, 4, 2, 0, 0},
+    {64, 128, 64, 64, 4, 2, 0, 0},
+    {64, 256, 64, 32, 4, 2, 0, 0},
+    {128, 32, 128, 64, 8, 2, 0, 0},
+    {128, 64, 128, 64, 8, 2, 0, 0},
+    {128, 128, 128, 32, 8, 2, 0, 0},
+    {128, 256, 64, 32, 4, 2, 0, 0},
+};
+static const struct splitkv_row splitkv_sm90[] = {
+    /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
+    {16, 32, 16, 64, 4, 2, 1, 2},
+    {16, 64, 16, 64, 4, 2, 1, 2},
+    {16, 128, 16, 64, 4, 2, 1, 2},
+    {16, 256, 16, 64, 4, 2, 0, 2},
+    {32, 32, 32, 128, 4, 3, 0, 0},
+    {32, 64, 32, 128, 4, 3, 0, 0},
+    {32, 128, 32, 128, 4, 3, 0, 0},
+    {32, 256, 32, 64, 4, 2, 0, 0},
+    {64, 32, 64, 64, 4, 2, 0, 0},
+    {64, 64, 64, 64, 4, 2, 0, 0},
+    {64, 128, 64, 64, 4, 2, 0, 0},
+    {64, 256, 64, 32, 4, 2, 0, 0},
+    {128, 32, 128, 64, 8, 2, 0, 0},
+    {128, 64, 128, 64, 8, 2, 0, 0},
+    {128, 128, 128, 64, 8, 2, 0, 0},
+    {128, 256, 128, 32, 8, 2, 0, 0},
+};
+
+/* What a regime runs on an arch: a splitkv table for keys whose packed
+ * rows fit its largest tile (`skv_rows_max`; 0: none), else the dense
+ * rows of `family`, with `alt` (family `alt_family`) for the masks or
+ * strides that family does not take. */
 typedef struct regime_table {
     const struct default_row *rows;
     size_t n;
     int32_t family;
+    const struct default_row *alt;
+    size_t n_alt;
+    int32_t alt_family;
+    const struct splitkv_row *skv;
+    size_t n_skv;
+    int64_t skv_rows_max;
 } regime_table;
-#define TABLE(rows, family) {rows, sizeof rows / sizeof rows[0], family}
+#define ROWS(r) r, sizeof r / sizeof r[0]
+#define NO_ALT NULL, 0, 0
+#define NO_SKV NULL, 0, 0
+/* Decode (seqlen_q <= 16) always runs splitkv: no dense tile fits one
+ * token. On sm_90 chunks run it up to 1024 packed rows (256 tokens of
+ * group 4) and ws past that: on the H200 (docs/perf.md, inference) a
+ * 64-token chunk of group 4 ran 1.7x faster in splitkv (ws had one 128-row
+ * CTA a query head: 32 CTAs for 132 SMs), a 512-token one 2.6x faster in
+ * ws (splitkv's mma.sync is the slower tensor path once the query blocks
+ * fill the GPU). Elsewhere splitkv has no faster dense family beside it. */
 static const regime_table portable[] = {
-    [TT_REGIME_DECODE] = TABLE(defaults, TT_FAMILY_MMA),
-    [TT_REGIME_CHUNK] = TABLE(defaults, TT_FAMILY_MMA),
-    [TT_REGIME_PREFILL] = TABLE(defaults, TT_FAMILY_MMA),
+    [TT_REGIME_DECODE] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, ROWS(splitkv_portable), INT64_MAX},
+    [TT_REGIME_CHUNK] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, ROWS(splitkv_portable), INT64_MAX},
+    [TT_REGIME_PREFILL] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, NO_SKV},
 };
 static const regime_table sm90[] = {
-    [TT_REGIME_DECODE] = TABLE(defaults_sm90, TT_FAMILY_WGMMA),
-    [TT_REGIME_CHUNK] = TABLE(defaults_sm90, TT_FAMILY_WGMMA),
-    [TT_REGIME_PREFILL] = TABLE(defaults_sm90, TT_FAMILY_WGMMA),
+    [TT_REGIME_DECODE] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
+                          ROWS(splitkv_sm90), INT64_MAX},
+    [TT_REGIME_CHUNK] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
+                         ROWS(splitkv_sm90), 1024},
+    [TT_REGIME_PREFILL] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA, NO_SKV},
 };
-#undef TABLE
+#undef ROWS
+#undef NO_ALT
+#undef NO_SKV
 
-static int from_table(const regime_table *t, const tt_key_v2 *key, tt_config *out) {
-    for (size_t i = 0; i < t->n; i++) {
-        const struct default_row *r = &t->rows[i];
+static int dense_row(const struct default_row *rows, size_t n, int32_t family, const tt_key_v2 *key,
+                     tt_config *out) {
+    for (size_t i = 0; i < n; i++) {
+        const struct default_row *r = &rows[i];
         /* Both causal alignments take the causal row: they differ only
          * where seqlen_q != seqlen_k, by an offset of the diagonal. */
         if (r->head_dim != key->head_dim || r->causal != (key->causal ? 1 : 0)) continue;
         tt_config c;
         memset(&c, 0, sizeof c);
-        c.family = t->family;
+        c.family = family;
         c.block_m = r->block_m;
         c.block_n = r->block_n;
         c.warps = r->warps;
@@ -90,6 +181,39 @@ static int from_table(const regime_table *t, const tt_key_v2 *key, tt_config *ou
         return 0;
     }
     return TT_ERR_UNSUPPORTED;
+}
+
+static int splitkv_row(const struct splitkv_row *rows, size_t n, int64_t packed, int32_t head_dim, tt_config *out) {
+    const struct splitkv_row *hit = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i].head_dim != head_dim) continue;
+        hit = &rows[i];
+        if (rows[i].rows >= packed) break;
+    }
+    if (!hit) return TT_ERR_UNSUPPORTED;
+    tt_config c;
+    memset(&c, 0, sizeof c);
+    c.family = TT_FAMILY_SPLITKV;
+    c.block_m = hit->block_m;
+    c.block_n = hit->block_n;
+    c.warps = hit->warps;
+    c.stages = hit->stages;
+    c.layout = TT_LAYOUT_PAD;
+    c.q_in_regs = hit->q_in_regs;
+    c.split_ctas = hit->split_ctas;
+    *out = c;
+    return 0;
+}
+
+#define ROWS_OF(r) r, sizeof r / sizeof r[0]
+static int from_table(const regime_table *t, const tt_key_v2 *key, tt_config *out) {
+    const int64_t packed = key->seqlen_q * (int64_t)(key->group > 1 ? key->group : 1);
+    /* head dims splitkv does not serve (96) take the dense rows */
+    if (t->skv && packed <= t->skv_rows_max && splitkv_row(t->skv, t->n_skv, packed, key->head_dim, out) == 0)
+        return 0;
+    if (t->alt && key->causal == TT_CAUSAL_BOTTOM_RIGHT && t->family == TT_FAMILY_WS)
+        return dense_row(t->alt, t->n_alt, t->alt_family, key, out);
+    return dense_row(t->rows, t->n, t->family, key, out);
 }
 
 int tt_config_default_v2(const tt_key_v2 *key, tt_config *out) {
@@ -105,9 +229,21 @@ int tt_config_default(const tt_key *key, tt_config *out) {
     return tt_config_default_v2(&k, out);
 }
 
-int tt__config_default_sm90(const tt_key *key, tt_config *out) {
+int tt__config_default_sm90(const tt_key_v2 *key, tt_config *out) {
     if (!key || !out) return TT_ERR_INVAL;
-    tt_key_v2 k;
-    tt__key_from_v1(key, &k);
-    return from_table(&sm90[tt__key_regime(&k)], &k, out);
+    return from_table(&sm90[tt__key_regime(key)], key, out);
+}
+
+int tt__config_default_sm90_alt(const tt_key_v2 *key, int32_t not_family, tt_config *out) {
+    if (!key || !out) return TT_ERR_INVAL;
+    const regime_table *t = &sm90[tt__key_regime(key)];
+    if (t->family != not_family && dense_row(t->rows, t->n, t->family, key, out) == 0) return 0;
+    if (t->alt && t->alt_family != not_family) return dense_row(t->alt, t->n_alt, t->alt_family, key, out);
+    return TT_ERR_UNSUPPORTED;
+}
+
+int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int32_t head_dim, tt_config *out) {
+    if (!out) return TT_ERR_INVAL;
+    if (arch == 90) return splitkv_row(ROWS_OF(splitkv_sm90), packed_rows, head_dim, out);
+    return splitkv_row(ROWS_OF(splitkv_portable), packed_rows, head_dim, out);
 }

@@ -51,11 +51,19 @@ void tt__key_to_v1(const tt_key_v2 *key, tt_key *out);
 /* The answer for a key with nothing tuned: the built-in default config,
  * match default, the key's own seqlens, no tflops (daemon and client). */
 int tt__lookup_default(const tt_key_v2 *key, tt_lookup_result *out);
-/* sm_90's own default rows (family wgmma) for the key's regime: 0, or
- * TT_ERR_UNSUPPORTED for a key they do not cover. Family wgmma's
- * descriptor names this table; the default run on a device is the kernels
- * layer's tt__config_default_arch. */
-int tt__config_default_sm90(const tt_key *key, tt_config *out);
+/* sm_90's own default rows for the key's regime (decode and short chunks:
+ * family splitkv; prefill and long chunks: ws, wgmma for bottom-right
+ * masks): 0, or TT_ERR_UNSUPPORTED for a key they do not cover. Family
+ * ws's descriptor names this table; the default run on a device is the
+ * kernels layer's tt__config_default_arch. */
+int tt__config_default_sm90(const tt_key_v2 *key, tt_config *out);
+/* sm_90's dense default of a family other than `not_family` (a call the
+ * default's family cannot take: ws and a stride its copy engine cannot
+ * map): 0 or TT_ERR_UNSUPPORTED. */
+int tt__config_default_sm90_alt(const tt_key_v2 *key, int32_t not_family, tt_config *out);
+/* The splitkv default of `arch` (90: sm_90's rows, else the portable
+ * ones) for `packed_rows` (seqlen_q x GQA group) at head_dim. */
+int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int32_t head_dim, tt_config *out);
 /*
  * The floating-point work of one attention forward, 4 * batch * heads *
  * pairs * head_dim, pairs being the (query, key) pairs computed. Causal

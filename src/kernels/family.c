@@ -33,12 +33,12 @@ int tt__family_check_arch(const tt__family *f, int32_t arch, char *err, size_t e
                     (int)f->arch_min, (int)f->arch_max);
 }
 
-int tt__config_default_arch(const tt_key *key, int32_t arch, tt_config *out) {
+int tt__config_default_arch(const tt_key_v2 *key, int32_t arch, tt_config *out) {
     if (!key || !out) return TT_ERR_INVAL;
     for (size_t i = 0; i < tt__family_count; i++) {
         const tt__family *f = tt__families[i];
         for (size_t d = 0; d < sizeof f->defaults / sizeof f->defaults[0] && f->defaults[d].lookup; d++)
             if (f->defaults[d].arch == arch && f->defaults[d].lookup(key, out) == 0) return 0;
     }
-    return tt_config_default(key, out);
+    return tt_config_default_v2(key, out);
 }

@@ -49,7 +49,7 @@ typedef struct tt__family_space {
  * the kernels layer. */
 typedef struct tt__family_defaults {
     int32_t arch;
-    int (*lookup)(const tt_key *key, tt_config *out); /* 0 or TT_ERR_UNSUPPORTED */
+    int (*lookup)(const tt_key_v2 *key, tt_config *out); /* 0 or TT_ERR_UNSUPPORTED */
 } tt__family_defaults;
 
 /* A device file of a family, embedded (tt_embed) and handed to NVRTC as a
@@ -148,6 +148,6 @@ int tt__family_check_arch(const tt__family *f, int32_t arch, char *err, size_t e
 
 /* The built-in default for `key` on sm_`arch`: the first family (table
  * order) with a table of that arch, else tt_config_default's portable one. */
-int tt__config_default_arch(const tt_key *key, int32_t arch, tt_config *out);
+int tt__config_default_arch(const tt_key_v2 *key, int32_t arch, tt_config *out);
 
 #endif

@@ -127,7 +127,9 @@ int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_co
 /* The config run on a device for `key` when nothing tuned applies: its arch's
  * built-in default, else the portable one, else (too little shared memory
  * for either) the first schedule of the space that fits. */
-int tt__sdpa_device_default(const tt_key *key, const tt__device_limits *lim, tt_config *out, char *err,
+int tt__sdpa_device_default(const tt_key_v2 *key, const tt__device_limits *lim, tt_config *out, char *err,
                             size_t errlen);
+/* The tuning key of a call (its GQA group included). */
+void tt__sdpa_key_of(const tt_sdpa_args *a, tt_key_v2 *key);
 
 #endif

@@ -20,7 +20,8 @@ TEST(exports_only_the_public_api) {
     }
     /* added after 0.1: a binary that needs them asks for 0.2 */
     const char *v2[] = {"tt_lookup_v2",       "tt_config_default_v2",         "tt_sdpa_fwd_kvcache",
-                        "tt_sdpa_fwd_kvcache_workspace", "tt_sdpa_fwd_varlen", "tt_sdpa_fwd_varlen_workspace"};
+                        "tt_sdpa_fwd_kvcache_workspace", "tt_sdpa_fwd_varlen", "tt_sdpa_fwd_varlen_workspace",
+                        "tt_sdpa_default_config_v2"};
     for (size_t i = 0; i < sizeof v2 / sizeof v2[0]; i++)
         if (!dlvsym(h, v2[i], "TILETUNE_0.2")) TT_FAIL_AT("%s is not exported as TILETUNE_0.2", v2[i]);
     const char *internal[] = {"tt__proto_parse", "tt__cache_get", "tt__conn_open", "tt__key_check",

@@ -237,8 +237,9 @@ TEST(inference_grid_is_the_documented_list) {
 }
 
 TEST(defaults_route_through_the_regime) {
-    /* one table per regime and arch; today every regime has the same
-     * rows, and both causal alignments take the causal row */
+    /* one table per regime and arch: decode and chunks run splitkv,
+     * prefill the dense rows, where both causal alignments take the
+     * causal row */
     tt_key_v2 k;
     memset(&k, 0, sizeof k);
     k.head_dim = 128;
@@ -250,7 +251,12 @@ TEST(defaults_route_through_the_regime) {
     ASSERT_OK(tt_config_default_v2(&k, &dec));
     k.seqlen_q = 512;
     ASSERT_OK(tt_config_default_v2(&k, &chunk));
-    ASSERT(tt_config_equal(&pre, &dec) && tt_config_equal(&pre, &chunk));
+    ASSERT_EQ(pre.family, TT_FAMILY_MMA);
+    ASSERT_EQ(dec.family, TT_FAMILY_SPLITKV);
+    ASSERT_EQ(dec.block_m, 16);
+    ASSERT_EQ(chunk.family, TT_FAMILY_SPLITKV);
+    ASSERT_EQ(chunk.block_m, 128);
+    k.seqlen_q = k.seqlen_k = 4096;
     k.causal = TT_CAUSAL_TOP_LEFT;
     ASSERT_OK(tt_config_default_v2(&k, &pre));
     k.causal = TT_CAUSAL_BOTTOM_RIGHT;
@@ -260,8 +266,12 @@ TEST(defaults_route_through_the_regime) {
     tt__key_to_v1(&k, &k1);
     ASSERT_OK(tt_config_default(&k1, &dec));
     ASSERT(tt_config_equal(&dec, &br));
-    ASSERT_OK(tt__config_default_sm90(&k1, &dec));
+    /* sm_90: ws, and wgmma where ws has no mask (bottom-right) */
+    ASSERT_OK(tt__config_default_sm90(&k, &dec));
     ASSERT_EQ(dec.family, TT_FAMILY_WGMMA);
+    k.causal = TT_CAUSAL_TOP_LEFT;
+    ASSERT_OK(tt__config_default_sm90(&k, &dec));
+    ASSERT_EQ(dec.family, TT_FAMILY_WS);
 }
 
 TEST(strerror_names_every_code) {

@@ -598,17 +598,15 @@ TEST(implausible_speeds_are_refused) {
 TEST(a_config_is_checked_on_the_arch_of_the_gpu_its_record_names) {
     char err[512];
     tt_fleet_rec a = fu_rec(0, 4096, 64, fu_ms(4096, 200), "n"), b;
-    tt_key k;
-    tt__key_to_v1(&a.rec.key, &k);
-    ASSERT_OK(tt__config_default_sm90(&k, &a.rec.config));
-    ASSERT_EQ(a.rec.config.family, TT_FAMILY_WGMMA);
-    ASSERT_OK(reparse(&a, &b, err, sizeof err)); /* wgmma on sm_90 */
-    /* a wgmma record on an A100's fingerprint */
+    ASSERT_OK(tt__config_default_sm90(&a.rec.key, &a.rec.config));
+    ASSERT_EQ(a.rec.config.family, TT_FAMILY_WS);
+    ASSERT_OK(reparse(&a, &b, err, sizeof err)); /* ws on sm_90 */
+    /* a ws record on an A100's fingerprint */
     tt_fleet_rec c = a;
     move_to_arch(&c, 8, 0);
     c.rec.time_ms = fu_ms(4096, 200);
     ASSERT_EQ(reparse(&c, &b, err, sizeof err), TT_ERR_INVAL);
-    ASSERT_CONTAINS(err, "on Fleet GPU 0 (sm_80): sm_80: the wgmma kernel runs on sm_90 only");
+    ASSERT_CONTAINS(err, "on Fleet GPU 0 (sm_80): sm_80: the ws kernel runs on sm_90 only");
     /* no kernel family below sm_80 */
     tt_fleet_rec t = fu_rec(0, 4096, 64, fu_ms(4096, 50), "n");
     move_to_arch(&t, 7, 5);

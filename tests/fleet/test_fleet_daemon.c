@@ -513,12 +513,10 @@ TEST(strict_over_several_files_imports_none_when_the_daemon_refuses_one) {
     snprintf(f1, sizeof f1, "%s/1.json", a.dir);
     snprintf(f2, sizeof f2, "%s/2.json", a.dir);
     tt_fleet_rec one[2] = {fu_rec(0, 1024, 64, fu_ms(1024, 300), "n"), fu_rec(0, 2048, 64, fu_ms(2048, 300), "n")};
-    /* a wgmma record on an sm_80 model: well-formed, plausible, and only
+    /* a ws record on an sm_80 model: well-formed, plausible, and only
      * the daemon's arch check refuses it */
     tt_fleet_rec two[2] = {fu_rec(0, 4096, 64, fu_ms(4096, 300), "n"), fu_rec(0, 8192, 64, fu_ms(8192, 200), "n")};
-    tt_key k;
-    tt__key_to_v1(&two[1].rec.key, &k);
-    ASSERT_OK(tt__config_default_sm90(&k, &two[1].rec.config));
+    ASSERT_OK(tt__config_default_sm90(&two[1].rec.key, &two[1].rec.config));
     two[1].gpu.cc_major = 8;
     tt_gpu_fingerprint(two[1].gpu.name, 8, 0, two[1].gpu.sm_count, two[1].gpu.mem_bytes, two[1].gpu.fingerprint);
     snprintf(two[1].rec.key.gpu, sizeof two[1].rec.key.gpu, "%s", two[1].gpu.fingerprint);
@@ -528,7 +526,7 @@ TEST(strict_over_several_files_imports_none_when_the_daemon_refuses_one) {
     cli_result r;
     cli(&r, "--socket", a.sock, "import", "--strict", f1, f2, NULL);
     ASSERT_EQ(r.rc, 1);
-    ASSERT_CONTAINS(r.err, "record 2: config family=wgmma");
+    ASSERT_CONTAINS(r.err, "record 2: config family=ws");
     ASSERT_CONTAINS(r.err, "(sm_80)");
     ASSERT_CONTAINS(r.err, "nothing imported");
     char *after = fu_db_content(a.db, 0);

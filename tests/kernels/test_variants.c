@@ -61,30 +61,74 @@ TEST(shape_rules) {
 
 /* A default must run wherever it is the default: the portable table on
  * every sm_80+ part (the smallest opt-in shared memory, sm_86/89's), the
- * sm_90 table on sm_90; other arches get the portable one. */
+ * sm_90 table on sm_90; other arches get the portable one. Every regime:
+ * prefill, decode at GQA groups 1..16, chunks of few and many rows. */
 TEST(every_default_is_legal_where_it_runs) {
     const int dims[] = {32, 64, 96, 128, 256}, archs[] = {80, 86, 89, 90};
-    for (int i = 0; i < 5; i++)
-        for (int c = 0; c < 2; c++) {
-            tt_key k = {.dtype = TT_DTYPE_BF16, .head_dim = dims[i], .causal = c, .seqlen_q = 1024, .seqlen_k = 1024};
-            tt_config portable, own;
-            char err[256];
-            ASSERT_OK(tt_config_default(&k, &portable));
-            ASSERT_EQ(portable.family, TT_FAMILY_MMA);
-            for (int a = 0; a < 4; a++) {
-                tt__device_limits d;
-                ASSERT_OK(tt__device_limits_nominal(archs[a], &d));
-                if (tt__variant_check(&portable, dims[i], &d, err, sizeof err) < 0)
-                    TT_FAIL_AT("d%d causal %d portable default on sm_%d: %s", dims[i], c, archs[a], err);
-                ASSERT_OK(tt__config_default_arch(&k, archs[a], &own));
-                if (tt__variant_check(&own, dims[i], &d, err, sizeof err) < 0)
-                    TT_FAIL_AT("d%d causal %d sm_%d default: %s", dims[i], c, archs[a], err);
-                if (archs[a] != 90) ASSERT(tt_config_equal(&own, &portable));
+    const struct {
+        int64_t lq, lk;
+        int32_t group;
+    } shapes[] = {{1024, 1024, 1}, {1, 32768, 1}, {1, 32768, 4}, {1, 4096, 16}, {8, 8192, 4},
+                  {64, 8192, 1},   {64, 8192, 4}, {512, 8192, 4}, {512, 32768, 1}};
+    int checked = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int i = 0; i < 5; i++)
+            for (int c = 0; c < 3; c++) {
+                tt_key_v2 k = {.dtype = TT_DTYPE_BF16, .head_dim = dims[i], .causal = c, .seqlen_q = shapes[s].lq,
+                               .seqlen_k = shapes[s].lk, .group = shapes[s].group};
+                tt_config portable, own;
+                char err[256];
+                ASSERT_OK(tt_config_default_v2(&k, &portable));
+                for (int a = 0; a < 4; a++) {
+                    tt__device_limits d;
+                    ASSERT_OK(tt__device_limits_nominal(archs[a], &d));
+                    if (tt__variant_check(&portable, dims[i], &d, err, sizeof err) < 0)
+                        TT_FAIL_AT("d%d causal %d %lldx%lld group %d: portable default on sm_%d: %s", dims[i], c,
+                                   (long long)k.seqlen_q, (long long)k.seqlen_k, (int)k.group, archs[a], err);
+                    ASSERT_OK(tt__config_default_arch(&k, archs[a], &own));
+                    if (tt__variant_check(&own, dims[i], &d, err, sizeof err) < 0)
+                        TT_FAIL_AT("d%d causal %d %lldx%lld group %d: sm_%d default: %s", dims[i], c,
+                                   (long long)k.seqlen_q, (long long)k.seqlen_k, (int)k.group, archs[a], err);
+                    if (archs[a] != 90) ASSERT(tt_config_equal(&own, &portable));
+                    checked++;
+                }
+                /* decode and short chunks run splitkv where it serves the head
+                 * dim; Hopper's prefill runs ws (wgmma for bottom-right) */
+                ASSERT_OK(tt__config_default_arch(&k, 90, &own));
+                const int64_t rows = k.seqlen_q * k.group;
+                const int skv = dims[i] != 96, decode = k.seqlen_q <= 16, chunk = 4 * k.seqlen_q <= k.seqlen_k;
+                int32_t want;
+                if (skv && (decode || (chunk && rows <= 1024))) want = TT_FAMILY_SPLITKV;
+                else if (dims[i] % 64 != 0) /* no sm_90 row: the portable one */
+                    want = skv && chunk ? TT_FAMILY_SPLITKV : TT_FAMILY_MMA;
+                else want = c == 2 ? TT_FAMILY_WGMMA : TT_FAMILY_WS;
+                if (own.family != want)
+                    TT_FAIL_AT("d%d causal %d %lldx%lld group %d: sm_90 default family %d, want %d", dims[i], c,
+                               (long long)k.seqlen_q, (long long)k.seqlen_k, (int)k.group, (int)own.family,
+                               (int)want);
+                ASSERT_EQ(portable.family, skv && (decode || chunk) ? TT_FAMILY_SPLITKV : TT_FAMILY_MMA);
             }
-            ASSERT_OK(tt__config_default_arch(&k, 90, &own));
-            /* Hopper runs the wgmma family wherever it exists */
-            ASSERT_EQ(own.family, dims[i] % 64 == 0 ? TT_FAMILY_WGMMA : TT_FAMILY_MMA);
-        }
+    printf("%d defaults checked\n", checked);
+}
+
+/* A decode default's tile holds the packed rows (seqlen_q x group): one
+ * token of group 4 is a 16-row tile, eight tokens of group 4 a 32-row one;
+ * past 128 rows the 128-row tile. */
+TEST(decode_defaults_follow_the_packed_rows) {
+    const struct {
+        int64_t lq;
+        int32_t group, block_m;
+    } cases[] = {{1, 1, 16}, {1, 4, 16}, {1, 16, 16}, {8, 4, 32}, {16, 4, 64}, {16, 8, 128}, {16, 16, 128}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tt_key_v2 k = {.dtype = TT_DTYPE_FP16, .head_dim = 128, .seqlen_q = cases[i].lq, .seqlen_k = 65536,
+                       .group = cases[i].group};
+        tt_config c;
+        ASSERT_OK(tt_config_default_v2(&k, &c));
+        ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+        ASSERT_EQ(c.block_m, cases[i].block_m);
+        ASSERT_OK(tt__config_default_sm90(&k, &c));
+        ASSERT_EQ(c.block_m, cases[i].block_m);
+    }
 }
 
 static tt_config wg(int warps, int bn, int st) {

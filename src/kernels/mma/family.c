@@ -84,5 +84,5 @@ const tt__family tt__family_mma = {
     .register_budget = register_budget,
     .smem_bytes = smem_bytes,
     .threads = threads,
-    .defaults = {{0, tt_config_default}},
+    .defaults = {{0, tt_config_default_v2}},
 };

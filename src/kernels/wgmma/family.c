@@ -81,5 +81,4 @@ const tt__family tt__family_wgmma = {
     .register_budget = register_budget,
     .smem_bytes = smem_bytes,
     .threads = threads,
-    .defaults = {{90, tt__config_default_sm90}},
 };

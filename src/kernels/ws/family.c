@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "common/fail.h"
+#include "common/key.h"
 #include "kernels/cuda_api.h"
 #include "kernels/family.h"
 
@@ -190,4 +191,5 @@ const tt__family tt__family_ws = {
     .threads = threads,
     .launch_extra = launch_extra,
     .runs = runs,
+    .defaults = {{90, tt__config_default_sm90}},
 };
