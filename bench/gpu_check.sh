@@ -37,7 +37,8 @@ say() { echo "==== $* ($((SECONDS - t0)) s)"; }
 
 (cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTT_FAULT_INJECTION=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 &&
-  ninja -C "$build" tiletuned tiletune_worker tiletune_cli libtiletune tt_lookup_bench test_tune_gpu test_sdpa_gpu) \
+  ninja -C "$build" tiletuned tiletune_worker tiletune_cli libtiletune tt_lookup_bench tt_host_bench test_tune_gpu \
+    test_sdpa_gpu) \
   >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 say build
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
@@ -79,6 +80,30 @@ if has bench; then
     --budget "$(( ${BENCH_S:-150} * 2 / 3 ))" >"$out/inference-bench.log" 2>&1
   echo "inference bench: rc=$?"; tail -40 "$out/inference-bench.log"
   say "inference bench"
+fi
+if has host; then
+  # tt_sdpa_fwd's host time and its pieces, with an empty module cache and
+  # with 24 other kernels loaded
+  for n in 0 24; do
+    timeout 120 "$build/bench/host/tt_host_bench" "$n" >"$out/host-$n.log" 2>&1
+    echo "host cost ($n other kernels): rc=$?"; cat "$out/host-$n.log"
+  done
+  say host
+fi
+if has profile; then
+  # ncu over the decode kernel (the main one; the merge is fused) at a
+  # bandwidth-bound and a latency-bound shape
+  for shape in "16 1 32768" "1 1 4096" "1 1 131072"; do
+    set -- $shape
+    timeout 120 ncu --clock-control none -k regex:tt_sdpa_fwd_kernel -s 2 -c 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+      --section SchedulerStats --section LaunchStats \
+      python3 bench/inference/profile.py --batch "$1" --lq "$2" --lk "$3" --calls 3 \
+      >"$out/ncu-decode-B$1-Lk$3.txt" 2>&1
+    echo "ncu B$1 Lk$3: rc=$?"; grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|No Eligible|Registers Per" \
+      "$out/ncu-decode-B$1-Lk$3.txt" | head -8
+  done
+  say profile
 fi
 if has tune; then
   timeout "$((${TUNE_S:-150} + 20))" bench/tune/run.sh "$build" "$out/grid" default fast "${TUNE_S:-150}" 2>&1 |

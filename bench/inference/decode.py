@@ -47,7 +47,7 @@ SHAPES = [
     ("decode", 1, 1, 4096), ("decode", 1, 1, 32768), ("decode", 1, 1, 131072),
     ("decode", 16, 1, 32768), ("decode", 64, 1, 8192), ("decode", 8, 1, 65536),
     ("spec", 1, 8, 32768), ("spec", 1, 16, 32768), ("spec", 8, 8, 8192), ("spec", 8, 16, 8192),
-    ("prefill", 1, 512, 8192), ("prefill", 1, 512, 32768),
+    ("chunk", 1, 64, 8192), ("chunk", 1, 512, 8192), ("chunk", 1, 512, 32768),
 ]
 
 
@@ -126,6 +126,20 @@ def torch_fn(backend, q, k, v):
         with sdpa_kernel(backend):
             return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
     return f
+
+
+def dense_candidates(Lq, Lk):
+    """The dense families' variants (ws, wgmma) of a chunk key: the chunk
+    regime's space holds them beside splitkv; run through tiletune.sdpa."""
+    out = []
+    for c in tiletune.variants(D, DT, causal=False, seqlen_q=Lq, seqlen_k=Lk, device=DEV):
+        if c.startswith(("family=ws", "family=wgmma")):
+            out.append(c)
+    return out
+
+
+def tt_dense_fn(cfg, q, k, v):
+    return lambda: tiletune.sdpa(q, k, v, enable_gqa=True, config=cfg)
 
 
 def tt_fn(cfg, q, k, v, causal=False):
@@ -233,25 +247,34 @@ def main():
         for name, be in (("torch_auto", None), ("torch_flash", SDPBackend.FLASH_ATTENTION),
                          ("torch_cudnn", SDPBackend.CUDNN_ATTENTION)):
             r[name] = safe(graph_time, [torch_fn(be, *s) for s in sets])
-        r["tt_default"] = safe(graph_time, [tt_fn(None, *s) for s in sets])
-        best, best_cfg = float("inf"), ""
-        cands = sweep(Lq * HQ // HKV)
+        # the built-in default as a PyTorch user gets it (tiletune.sdpa, no
+        # config: the device's default for the key with its GQA group), and
+        # the KV-cache entry point's (always family splitkv)
+        r["tt_default"] = safe(graph_time, [tt_dense_fn(None, *s) for s in sets])
+        r["tt_default_kv"] = safe(graph_time, [tt_fn(None, *s) for s in sets])
+        r["default_config"] = tiletune.default_config(D, DT, seqlen_q=Lq, seqlen_k=Lk, device=DEV, group=HQ // HKV)
+        best, best_cfg, best_fn = float("inf"), "", tt_fn
+        cands = [(c, tt_fn) for c in sweep(Lq * HQ // HKV)]
         if args.quick or time.time() - t_start > args.budget:
-            cands = [c for c in cands if c.endswith(("split_ctas=0", "split_ctas=2"))]
-        for c in cands:
-            t = safe(graph_time, [tt_fn(c, *s) for s in sets[: max(1, min(n, 8))]], 3, 8)
+            cands = [c for c in cands if c[0].endswith(("split_ctas=0", "split_ctas=2"))]
+        if kind == "chunk":
+            cands += [(c, tt_dense_fn) for c in dense_candidates(Lq, Lk)]
+        for c, fn in cands:
+            t = safe(graph_time, [fn(c, *s) for s in sets[: max(1, min(n, 8))]], 3, 8)
             sweep_rows.append((kind, B, Lq, Lk, c, t))
             if t < best:
-                best, best_cfg = t, c
+                best, best_cfg, best_fn = t, c, fn
         # the winner again with the full rotation, as the others were timed
-        r["tt_best"] = safe(graph_time, [tt_fn(best_cfg, *s) for s in sets]) if best_cfg else float("nan")
+        r["tt_best"] = safe(graph_time, [best_fn(best_cfg, *s) for s in sets]) if best_cfg else float("nan")
         r["best_config"] = best_cfg
         for col in ("torch_auto", "torch_flash", "torch_cudnn", "tt_default", "tt_best"):
             r[col + "_TBps"] = kvbytes / (r[col] * 1e-3) / 1e12 if r[col] == r[col] else float("nan")
         rows.append(r)
         print(f"{kind:8s} B{B:<3d} Lq{Lq:<4d} Lk{Lk:<7d} auto {r['torch_auto']:.4f} flash {r['torch_flash']:.4f} "
-              f"cudnn {r['torch_cudnn']:.4f} tt_def {r['tt_default']:.4f} tt_best {r['tt_best']:.4f} "
-              f"({r['tt_best_TBps']:.2f} TB/s) {best_cfg}", flush=True)
+              f"cudnn {r['torch_cudnn']:.4f} tt_def {r['tt_default']:.4f} (kv {r['tt_default_kv']:.4f}) "
+              f"tt_best {r['tt_best']:.4f} ({r['tt_best_TBps']:.2f} TB/s) best/auto {r['torch_auto'] / r['tt_best']:.3f} "
+              f"def/best {r['tt_default'] / r['tt_best']:.3f}\n    best {best_cfg}\n    default {r['default_config']}",
+              flush=True)
         cfglog.append(f"{kind} B{B} Lq{Lq} Lk{Lk}: {best_cfg}")
         del sets
         torch.cuda.empty_cache()
@@ -334,23 +357,24 @@ def main():
     print(f"host time of tt_sdpa_fwd with a given config: split {host[0]:.2f} us, unsplit {host[1]:.2f} us "
           f"(ctypes call baseline {host[2]:.2f} us subtracted)", flush=True)
 
-    cols = ["kind", "batch", "Lq", "Lk", "torch_auto", "torch_flash", "torch_cudnn", "tt_default", "tt_best",
-            "torch_auto_TBps", "tt_default_TBps", "tt_best_TBps", "best_config"]
+    cols = ["kind", "batch", "Lq", "Lk", "torch_auto", "torch_flash", "torch_cudnn", "tt_default", "tt_default_kv",
+            "tt_best", "torch_auto_TBps", "tt_default_TBps", "tt_best_TBps", "best_config", "default_config"]
     with open(os.path.join(args.out, "inference.csv"), "w") as f:
         f.write(",".join(cols) + "\n")
         for r in rows:
-            f.write(",".join(f'"{r[c]}"' if c == "best_config" else (f"{r[c]:.5f}" if isinstance(r[c], float) else str(r[c]))
+            f.write(",".join(f'"{r[c]}"' if c.endswith("_config") else (f"{r[c]:.5f}" if isinstance(r[c], float) else str(r[c]))
                              for c in cols) + "\n")
         for e in extra:
-            f.write(f"{e[0]},{e[1]},,{e[2]},,,,,{e[4]:.5f},,,,page={e[3]}\n")
+            f.write(f"{e[0]},{e[1]},,{e[2]},,,,,,{e[4]:.5f},,,,page={e[3]},\n")
     with open(os.path.join(args.out, "inference.md"), "w") as f:
         f.write(f"# Inference shapes, {torch.cuda.get_device_name(0)}, {time.strftime('%Y-%m-%d')}\n\n")
         f.write(f"Hq {HQ}, Hkv {HKV}, d {D}, bf16; ms, median of CUDA-graph replays, L2 cold.\n\n")
-        f.write("| kind | B | Lq | Lk | torch auto | torch flash | cuDNN | tt default | tt best | best/auto | "
-                "best/flash | best/cuDNN | KV TB/s (best) |\n|" + "---|" * 13 + "\n")
+        f.write("| kind | B | Lq | Lk | torch auto | torch flash | cuDNN | tt default | tt best | default/best | "
+                "best/auto | best/flash | best/cuDNN | KV TB/s (best) |\n|" + "---|" * 14 + "\n")
         for r in rows:
             f.write(f"| {r['kind']} | {r['batch']} | {r['Lq']} | {r['Lk']} | {r['torch_auto']:.4f} | "
                     f"{r['torch_flash']:.4f} | {r['torch_cudnn']:.4f} | {r['tt_default']:.4f} | {r['tt_best']:.4f} | "
+                    f"{r['tt_default'] / r['tt_best']:.2f} | "
                     f"{r['torch_auto'] / r['tt_best']:.2f}x | {r['torch_flash'] / r['tt_best']:.2f}x | "
                     f"{r['torch_cudnn'] / r['tt_best']:.2f}x | {r['tt_best_TBps']:.2f} |\n")
         f.write("\n| layout | B | Lk | page | ms |\n|---|---|---|---|---|\n")
