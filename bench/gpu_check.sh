@@ -93,15 +93,18 @@ fi
 if has profile; then
   # ncu over the decode kernel (the main one; the merge is fused) at a
   # bandwidth-bound and a latency-bound shape
-  for shape in "16 1 32768" "1 1 4096" "1 1 131072"; do
+  for shape in ${PROFILE_SHAPES:-"16 1 32768 tiletune" "1 1 4096 tiletune" "1 1 131072 tiletune"}; do
     set -- $shape
-    timeout 120 ncu --clock-control none -k regex:tt_sdpa_fwd_kernel -s 2 -c 1 \
+    kern=tt_sdpa_fwd_kernel
+    [ "$4" = cudnn ] && kern=.
+    timeout 120 ncu --clock-control none -k "regex:$kern" -s 2 -c 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
       --section SchedulerStats --section LaunchStats \
-      python3 bench/inference/profile.py --batch "$1" --lq "$2" --lk "$3" --calls 3 \
-      >"$out/ncu-decode-B$1-Lk$3.txt" 2>&1
-    echo "ncu B$1 Lk$3: rc=$?"; grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|No Eligible|Registers Per" \
-      "$out/ncu-decode-B$1-Lk$3.txt" | head -8
+      python3 bench/inference/profile.py --batch "$1" --lq "$2" --lk "$3" --calls 3 --backend "$4" \
+      >"$out/ncu-decode-$4-B$1-Lk$3.txt" 2>&1
+    echo "ncu $4 B$1 Lk$3: rc=$?"
+    grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L2 Hit|Achieved Occupancy|No Eligible|Registers Per|Grid Size|Block Size" \
+      "$out/ncu-decode-$4-B$1-Lk$3.txt" | head -12
   done
   say profile
 fi

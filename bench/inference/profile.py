@@ -23,12 +23,21 @@ def main():
     ap.add_argument("--lk", type=int, default=32768)
     ap.add_argument("--config", default=None)
     ap.add_argument("--calls", type=int, default=3)
+    ap.add_argument("--backend", default="tiletune", choices=("tiletune", "cudnn"),
+                    help="cudnn: torch's F.scaled_dot_product_attention on cuDNN, the same shape")
     a = ap.parse_args()
     dev = torch.device("cuda:0")
     q = torch.randn(a.batch, a.lq, 32, 128, device=dev, dtype=torch.bfloat16)
     k = torch.randn(a.batch, a.lk, 8, 128, device=dev, dtype=torch.bfloat16)
     v = torch.randn_like(k)
-    for _ in range(a.calls):
+    if a.backend == "cudnn":
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            for _ in range(a.calls):
+                F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
+    for _ in range(a.calls if a.backend == "tiletune" else 0):
         tiletune.flash_attn_with_kvcache(q, k, v, config=a.config)
     torch.cuda.synchronize()
     print(f"B{a.batch} Lq{a.lq} Lk{a.lk}: {a.config or 'default'}")
