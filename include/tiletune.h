@@ -309,10 +309,10 @@ TT_EXPORT int tt_sdpa_default_config_v2(const tt_key_v2 *key, int device, tt_con
  * go to a workspace and a second kernel merges them. The workspace is
  * `workspace` (device memory, 256-byte aligned, `workspace_bytes` long) when
  * given; else the library's own buffer for (context, stream), grown as
- * needed and kept for the process. No allocation happens while the stream
- * is being captured into a CUDA graph: a capture that would need a larger
- * buffer fails with TT_ERR_RANGE (run the call once before capturing, or
- * pass a workspace); a buffer a graph captured is never freed.
+ * needed and kept for the process. While the stream is being captured
+ * into a CUDA graph a buffer large enough is used (and never freed: the
+ * graph holds its address); without one, the graph allocates and frees its
+ * own workspace at each replay (stream-ordered allocation nodes).
  * The *_workspace functions give the bytes a call needs (0: none).
  *
  * Device-side lengths and page numbers are trusted (checking them would

@@ -72,11 +72,13 @@ static const struct default_row defaults_sm90[] = {
  * the first row whose `rows` is at least that, else the last), one brace
  * row per line. split_ctas is the split target in CTAs an SM (0: as many
  * as fit), so the split count follows batch x heads at run time. From the
- * H200 sweeps (docs/perf.md, inference): 16 rows (one token, group <= 16)
- * 64-key tiles, 2 stages, Q in registers, 2 CTAs an SM; 32 rows 128-key
- * tiles and 3 stages; 64 rows 64-key tiles; 128 rows 8 warps. The
- * portable rows fit 99 KB (sm_86/89) with no spill; where the sm_90 row
- * does not, a smaller tile of the same shape. */
+ * H200 sweeps (docs/perf.md, inference), each the config with the best
+ * worst case over the decode shapes (batch 1-64, 4k-128k keys): 16 rows
+ * (one token, group <= 16) 128-key tiles, 3 stages, Q in registers, one
+ * wave of what fits (within 3% of the best at every shape); 32 rows the
+ * same tile (1%); 64 rows 64-key tiles, 2 stages (3%); 128 rows 8 warps.
+ * The portable rows fit 99 KB (sm_86/89) with no spill: a smaller tile
+ * of the same shape where the sm_90 row does not. */
 struct splitkv_row {
     int32_t rows, head_dim;
     int32_t block_m, block_n, warps, stages, q_in_regs, split_ctas;
@@ -102,10 +104,10 @@ static const struct splitkv_row splitkv_portable[] = {
 };
 static const struct splitkv_row splitkv_sm90[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
-    {16, 32, 16, 64, 4, 2, 1, 2},
-    {16, 64, 16, 64, 4, 2, 1, 2},
-    {16, 128, 16, 64, 4, 2, 1, 2},
-    {16, 256, 16, 64, 4, 2, 0, 2},
+    {16, 32, 16, 128, 4, 3, 1, 0},
+    {16, 64, 16, 128, 4, 3, 1, 0},
+    {16, 128, 16, 128, 4, 3, 1, 0},
+    {16, 256, 16, 64, 4, 2, 0, 0},
     {32, 32, 32, 128, 4, 3, 0, 0},
     {32, 64, 32, 128, 4, 3, 0, 0},
     {32, 128, 32, 128, 4, 3, 0, 0},

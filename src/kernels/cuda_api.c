@@ -90,6 +90,8 @@ static void cuda_load_once(void) {
     LOAD(MemcpyDtoH, "cuMemcpyDtoH_v2");
     LOAD(MemsetD8, "cuMemsetD8_v2");
     LOAD(MemsetD8Async, "cuMemsetD8Async");
+    LOAD(MemAllocAsync, "cuMemAllocAsync");
+    LOAD(MemFreeAsync, "cuMemFreeAsync");
     LOAD(StreamCreate, "cuStreamCreate");
     LOAD(StreamDestroy, "cuStreamDestroy_v2");
     LOAD(StreamSynchronize, "cuStreamSynchronize");

@@ -51,6 +51,10 @@ typedef struct tt__cuda {
     CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
     CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
     CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+    /* stream-ordered: inside a stream capture they become the graph's own
+     * allocation (splitkv's workspace for a call first made under capture) */
+    CUresult (*MemAllocAsync)(CUdeviceptr *, size_t, CUstream);
+    CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
     CUresult (*StreamCreate)(CUstream *, unsigned);
     CUresult (*StreamDestroy)(CUstream);
     CUresult (*StreamSynchronize)(CUstream);

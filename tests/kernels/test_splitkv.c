@@ -93,24 +93,50 @@ TEST(defaults_are_legal_everywhere) {
 
 TEST(split_count_follows_the_batch) {
     tt_config c = skv(16, 128, 4, 3, 1, 2);
-    /* 132 SMs, target 2 CTAs each = 264; 8 KV heads x 1 sequence = 8 CTAs:
-     * 33 splits wanted, 8 of the 256 tiles each -> 32 */
-    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 8, 256), 32);
+    /* 132 SMs, 2 CTAs of the variant fit, target 2 each = 264; 8 KV heads
+     * x 1 sequence = 8 CTAs: 33 splits wanted, 8 of the 256 tiles each
+     * -> 32 */
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 2, 8, 256), 32);
     /* batch 64: 512 CTAs already fill the target: no split */
-    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 512, 64), 1);
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 2, 512, 64), 1);
     /* batch 16: 128 CTAs, 2 splits -> 256 CTAs, one wave (3 would spill
      * 120 CTAs into a second one) */
-    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 128, 256), 2);
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 2, 128, 256), 2);
     /* never past the wave: 100 CTAs, 264 slots -> 2 splits, not 3 */
-    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 100, 256), 2);
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 2, 100, 256), 2);
     /* never more splits than key tiles, and none empty: 33 wanted, 5 tiles */
-    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 8, 5), 5);
-    /* 10 tiles in 4 splits would leave 3, 3, 3, 1; 7 wanted -> 2 a split, 5 splits */
-    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 38, 10), 5);
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 2, 8, 5), 5);
+    /* 10 tiles in 4 splits would leave 3, 3, 3, 1; 6 wanted -> 2 a split, 5 splits */
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 2, 38, 10), 5);
+    /* a target over what fits is what fits: 4 an SM where 1 fits is 132
+     * slots (16 splits of 8 CTAs), not 528 (a batch-64 choice run at batch 1
+     * as 64 one-tile splits) */
+    c.split_ctas = 4;
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 8, 64), 16);
     /* 0: one full wave of what fits */
     c.split_ctas = 0;
     ASSERT_EQ(tt__splitkv_splits(&c, 100, 2, 10, 1000), 20);
     ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 8, 1), 1);
+}
+
+/* Varlen: one tiles-per-split for the batch, from its keys, so a sequence's
+ * splits follow its length. */
+TEST(varlen_split_tiles_follow_the_batch_keys) {
+    tt_config c = skv(128, 64, 8, 2, 0, 0);
+    int splits = 0;
+    /* 8 KV heads x (1744 tiles + 8) = 14016 tile units over 264 slots:
+     * 54 tiles a split; the longest sequence's 512 tiles in 10 */
+    ASSERT_EQ(tt__splitkv_split_tiles(&c, 132, 2, 14016, 512, &splits), 54);
+    ASSERT_EQ(splits, 10);
+    /* less work than slots: a split a tile */
+    ASSERT_EQ(tt__splitkv_split_tiles(&c, 132, 2, 100, 8, &splits), 1);
+    ASSERT_EQ(splits, 8);
+    /* one tile: no split */
+    ASSERT_EQ(tt__splitkv_split_tiles(&c, 132, 2, 100, 1, &splits), 0);
+    ASSERT_EQ(splits, 1);
+    /* never more than the most splits the merge takes */
+    ASSERT(tt__splitkv_split_tiles(&c, 132, 2, 1000, 100000, &splits) >= 100000 / TT_SPLITKV_MAX_SPLITS);
+    ASSERT(splits <= TT_SPLITKV_MAX_SPLITS);
 }
 
 /* The splitkv part of a key's space: rows = seqlen_q (one query head a

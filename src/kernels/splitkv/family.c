@@ -127,9 +127,17 @@ static int useful(const tt_config *c, const tt_key *key, int32_t group) {
     return 1;
 }
 
+/* CTAs an SM the split fills: the config's split_ctas, at most what fits
+ * (more would be a second wave of the same work: a batch-64 winner with a
+ * target of 4 an SM ran 64 one-tile splits at batch 1, 2.2x its best). */
+static int64_t split_per_sm(const tt_config *c, int fit) {
+    const int64_t f = fit > 0 ? fit : 1;
+    return c->split_ctas > 0 && c->split_ctas < f ? c->split_ctas : f;
+}
+
 int tt__splitkv_splits(const tt_config *c, int sm_count, int fit, int64_t ctas, int64_t max_tiles) {
     if (max_tiles <= 1 || sm_count <= 0 || ctas <= 0) return 1;
-    const int64_t per_sm = c->split_ctas > 0 ? c->split_ctas : (fit > 0 ? fit : 1);
+    const int64_t per_sm = split_per_sm(c, fit);
     const int64_t target = per_sm * sm_count;
     if (ctas >= target) return 1;
     /* Round down: splits that fill the target's one wave and no more. The
@@ -149,7 +157,7 @@ int tt__splitkv_split_tiles(const tt_config *c, int sm_count, int fit, int64_t w
                             int *splits) {
     *splits = 1;
     if (max_tiles <= 1 || sm_count <= 0 || work_tiles <= 0) return 0;
-    const int64_t per_sm = c->split_ctas > 0 ? c->split_ctas : (fit > 0 ? fit : 1);
+    const int64_t per_sm = split_per_sm(c, fit);
     int64_t tps = (work_tiles + per_sm * sm_count - 1) / (per_sm * sm_count);
     if (tps < 1) tps = 1;
     if ((max_tiles + tps - 1) / tps > TT_SPLITKV_MAX_SPLITS) tps = (max_tiles + TT_SPLITKV_MAX_SPLITS - 1) / TT_SPLITKV_MAX_SPLITS;

@@ -53,7 +53,8 @@ static wsbuf *ws_head, *ws_retired;
 #define ROUND_MIB(x) (((x) + MIB - 1) & ~(MIB - 1))
 
 /* The (context, stream)'s buffer with at least ctr bytes of zeroed counters
- * at its start and parts bytes after them. The counter region has a fixed
+ * at its start and parts bytes after them; 1 (nothing allocated) when the
+ * stream is being captured and has no such buffer. The counter region has a fixed
  * place for the buffer's life (its kernels leave it zero), so no call's
  * partial results ever land where another call's counters are. */
 static int ws_get_locked(const tt__cuda *cu, CUcontext ctx, CUstream stream, size_t ctr, size_t parts,
@@ -70,11 +71,7 @@ static int ws_get_locked(const tt__cuda *cu, CUcontext ctx, CUstream stream, siz
         *ctr_cap = w->ctr_cap;
         return 0;
     }
-    if (capturing)
-        return tt__fail(TT_ERR_RANGE, err, errlen,
-                        "split-KV needs %zu bytes of workspace and the stream is being captured (no allocation "
-                        "during capture): run the call once before capturing, or pass a workspace",
-                        ctr + parts);
+    if (capturing) return 1; /* the caller takes the graph's own memory */
     if (!w) {
         if (!(w = calloc(1, sizeof *w))) return tt__fail(TT_ERR_NOMEM, err, errlen, "out of memory");
         w->ctx = ctx;
@@ -199,6 +196,27 @@ static int launch_locked(const tt__cuda *cu, plan *pl, CUstream stream, char *er
     return 0;
 }
 
+/* The plan under stream capture with the graph's own workspace: allocated,
+ * its counters zeroed, the launch, freed, all in stream order. */
+static int run_captured(const tt__cuda *cu, plan *pl, CUstream stream, char *err, size_t errlen) {
+    CUdeviceptr base = 0;
+    CUresult r = cu->MemAllocAsync(&base, pl->ws_bytes, stream);
+    if (r) return tt__cuda_fail(cu, r, "cuMemAllocAsync(split-KV workspace, under capture)", err, errlen);
+    int rc = 0;
+    if (pl->ctr_bytes && (r = cu->MemsetD8Async(base, 0, pl->ctr_bytes, stream)))
+        rc = tt__cuda_fail(cu, r, "cuMemsetD8Async(split-KV counters)", err, errlen);
+    if (rc == 0) {
+        const CUdeviceptr parts = base + pl->ctr_bytes;
+        pl->p.counters = pl->ctr_bytes ? (int *)(uintptr_t)base : NULL;
+        pl->p.o_part = (float *)(uintptr_t)parts;
+        pl->p.lse_part = (float *)(uintptr_t)(parts + pl->lse_off);
+        rc = launch_locked(cu, pl, stream, err, errlen);
+    }
+    if ((r = cu->MemFreeAsync(base, stream)) && rc == 0)
+        rc = tt__cuda_fail(cu, r, "cuMemFreeAsync(split-KV workspace)", err, errlen);
+    return rc;
+}
+
 /* Runs the plan in its kernel's context, with the caller's workspace or
  * the library's. */
 static int run_plan(plan *pl, void *ws, size_t ws_len, CUstream stream, char *err, size_t errlen) {
@@ -222,6 +240,15 @@ static int run_plan(plan *pl, void *ws, size_t ws_len, CUstream stream, char *er
             pthread_mutex_lock(&ws_lock);
             if ((rc = ws_get_locked(cu, ctx, stream, pl->ctr_bytes, pl->parts, &base, &cap, err, errlen)) < 0) {
                 pthread_mutex_unlock(&ws_lock);
+                goto out;
+            }
+            if (rc == 1) {
+                /* A first call under capture (torch captures on a stream of
+                 * its own, so a warm-up elsewhere leaves this one without a
+                 * buffer): the graph allocates, zeroes and frees the
+                 * workspace itself at each replay (graph memory nodes). */
+                pthread_mutex_unlock(&ws_lock);
+                rc = run_captured(cu, pl, stream, err, errlen);
                 goto out;
             }
             parts = base + cap;
