@@ -74,9 +74,11 @@ static const struct default_row defaults_sm90[] = {
  * as fit), so the split count follows batch x heads at run time. From the
  * H200 sweeps (docs/perf.md, inference), each the config with the best
  * worst case over the decode shapes (batch 1-64, 4k-128k keys): 16 rows
- * (one token, group <= 16) 128-key tiles, 3 stages, Q in registers, one
- * wave of what fits (within 3% of the best at every shape); 32 rows the
- * same tile (1%); 64 rows 64-key tiles, 2 stages (3%); 128 rows 8 warps.
+ * (one token, group <= 16) 64-key tiles, 4 stages, Q in registers, one
+ * wave of what fits (within 5% of the best at every shape; 128-key tiles
+ * were as good contiguous but look up twice the page numbers a tile, 1.1-
+ * 1.4x slower on a paged cache); 32 rows 128-key tiles, 3 stages (1%);
+ * 64 rows 64-key tiles, 2 stages (3%); 128 rows 8 warps.
  * The portable rows fit 99 KB (sm_86/89) with no spill: a smaller tile
  * of the same shape where the sm_90 row does not. */
 struct splitkv_row {
@@ -104,9 +106,9 @@ static const struct splitkv_row splitkv_portable[] = {
 };
 static const struct splitkv_row splitkv_sm90[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
-    {16, 32, 16, 128, 4, 3, 1, 0},
-    {16, 64, 16, 128, 4, 3, 1, 0},
-    {16, 128, 16, 128, 4, 3, 1, 0},
+    {16, 32, 16, 64, 4, 4, 1, 0},
+    {16, 64, 16, 64, 4, 4, 1, 0},
+    {16, 128, 16, 64, 4, 4, 1, 0},
     {16, 256, 16, 64, 4, 2, 0, 0},
     {32, 32, 32, 128, 4, 3, 0, 0},
     {32, 64, 32, 128, 4, 3, 0, 0},
