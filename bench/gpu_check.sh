@@ -108,6 +108,14 @@ if has profile; then
   done
   say profile
 fi
+if has peers; then
+  # the training/prefill grid against FA2 and cuDNN: tuned (best of the
+  # key's space), the built-in default, per point (PEERS_ARGS narrows it)
+  timeout "${PEERS_S:-300}" python3 bench/peers.py --backend tiletune --out "$out/peers" ${PEERS_ARGS:-} \
+    >"$out/peers.log" 2>&1
+  echo "peers: rc=$?"; grep -iE "geomean|geometric|worst|interrupted" "$out/peers.log" | tail -12
+  say peers
+fi
 if has tune; then
   timeout "$((${TUNE_S:-150} + 20))" bench/tune/run.sh "$build" "$out/grid" default fast "${TUNE_S:-150}" 2>&1 |
     grep -vE '^\| (fp16|bf16) ' | tail -16
