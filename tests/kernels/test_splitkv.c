@@ -87,6 +87,13 @@ TEST(defaults_are_legal_everywhere) {
                 /* a decode tile holds the rows without a 4x larger one */
                 if (rows[r] <= 64 && c.block_m > 16 && c.block_m >= 2 * rows[r] && c.block_m != 16)
                     TT_FAIL_AT("rows %lld got block_m %d", (long long)rows[r], (int)c.block_m);
+                /* a paged cache's default is as legal, and never deeper */
+                tt_config pc = c;
+                tt__splitkv_default_paged(&pc);
+                if (tt__variant_check(&pc, dims[i], &d, err, sizeof err) < 0)
+                    TT_FAIL_AT("sm_%d d%d rows %lld paged: %s", arch[a], dims[i], (long long)rows[r], err);
+                ASSERT(pc.stages <= c.stages && pc.block_m == c.block_m && pc.block_n == c.block_n);
+                if (c.block_m == 16) ASSERT_EQ(pc.stages, 2);
             }
     }
 }

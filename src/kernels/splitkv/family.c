@@ -101,6 +101,15 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__dev
     return TT_ERR_UNSUPPORTED;
 }
 
+void tt__splitkv_default_paged(tt_config *c) {
+    /* A paged tile waits on its page-table reads before its copies can
+     * issue; three CTAs an SM (2 stages) hide each other's waits where one
+     * of 4 stages cannot: on the H200 the 4-stage decode default ran a
+     * paged cache 1.10-1.46x slower than contiguous, the 2-stage tile
+     * 1.00-1.13x (docs/perf.md, inference). */
+    if (c->family == TT_FAMILY_SPLITKV && c->block_m <= 16 && c->stages > 2) c->stages = 2;
+}
+
 /* Tiles no larger than the packed rows (seqlen_q x group) need, and one
  * size down (more query blocks); Q in registers wherever it fits (its
  * fragments are reused every tile), else from shared memory. */

@@ -27,6 +27,9 @@ int64_t tt__splitkv_rows(int64_t seqlen_q, int64_t group);
 
 /* The built-in default for `rows` packed rows (seqlen_q x group) and
  * seqlen_k on `dev` (NULL: sm_90's limits). */
+/* The default for a paged cache: the same tile with 2 stages where the
+ * table's row has more (see splitkv/family.c). */
+void tt__splitkv_default_paged(tt_config *c);
 int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t head_dim, const tt__device_limits *dev,
                         tt_config *out);
 
