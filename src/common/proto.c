@@ -509,8 +509,12 @@ int tt__fields_encode(const char *verb, const tt__fspec *spec, int nspec, const 
             }
             continue;
         }
-        int rc = encode_one(f, (const char *)req + f->off, val, sizeof val, err, errlen);
-        if (rc < 0) return rc;
+        char ferr[200];
+        int rc = encode_one(f, (const char *)req + f->off, val, sizeof val, ferr, sizeof ferr);
+        if (rc < 0) {
+            snprintf(err, errlen, "%s: %s", verb, ferr);
+            return rc;
+        }
         int n = snprintf(buf + used, len - used, " %s=%s", f->name, val);
         if (n < 0 || (size_t)n >= len - used) goto toolong;
         used += (size_t)n;

@@ -367,9 +367,9 @@ static void worker_gone(worker *w) {
 
 /* A line the pipe protocol's table refused (common/pipe.h): logged with
  * the worker, the key and why; the caller decides what it costs. */
-static void refused(worker *w, const char *what, const char *err) {
+static void refused(worker *w, const char *err) {
     tt_log_ev(TT_LOG_ERR, w->has_claim ? w->claim.job_id : -1, w->index, w->has_claim ? claim_key(w) : NULL,
-              "worker for GPU %d: %s refused: %s", w->index, what, err);
+              "worker for GPU %d: line refused (%s)", w->index, err);
 }
 
 static void on_hello(worker *w, const tt__pipe_msg *m) {
@@ -409,7 +409,7 @@ static void on_hello(worker *w, const tt__pipe_msg *m) {
         return;
     }
     if (tt__pipe_hello_gpu(m, err, sizeof err) < 0) {
-        refused(w, "HELLO", err);
+        refused(w, err);
         kill_worker(w, KILL_PROTO, SIGKILL);
         return;
     }
@@ -447,7 +447,7 @@ static void on_result(worker *w, const tt__pipe_msg *m) {
     const tt__pipe_result *res = &m->u.result;
     char err[256];
     if (tt__pipe_result_check(m, err, sizeof err) < 0) {
-        refused(w, "RESULT", err);
+        refused(w, err);
         return;
     }
     tt_record r;
@@ -492,7 +492,7 @@ static void on_line(worker *w, char *line, size_t len) {
     if (m.kind == TT_PIPE_HELLO) {
         if (w->state != W_STARTING) return;
         if (rc < 0) {
-            refused(w, "HELLO", err);
+            refused(w, err);
             kill_worker(w, KILL_PROTO, SIGKILL);
         } else {
             on_hello(w, &m);
@@ -507,7 +507,7 @@ static void on_line(worker *w, char *line, size_t len) {
      * not even its id. A RESULT or TRY lost is a variant not recorded; a
      * DONE lost leaves the worker silent until the silence limit. */
     if (rc < 0) {
-        refused(w, tt__pipe_word(m.kind), err);
+        refused(w, err);
         return;
     }
     if (tt__pipe_task(&m) != w->task) {
