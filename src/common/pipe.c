@@ -161,3 +161,43 @@ int tt__pipe_result_check(const tt__pipe_msg *m, char *err, size_t errlen) {
     snprintf(err, errlen, "RESULT: status=ok without '%s'", missing);
     return TT_ERR_INVAL;
 }
+
+/* One field of a and b, by its type. */
+static int same_value(const tt__fspec *f, const char *x, const char *y, double rel) {
+    switch (f->type) {
+    case TT_FT_INT: return *(const int64_t *)(const void *)x == *(const int64_t *)(const void *)y;
+    case TT_FT_REAL: {
+        /* by hand: tt_common links into programs without libm */
+        double p = *(const double *)(const void *)x, q = *(const double *)(const void *)y;
+        double ap = p < 0 ? -p : p, aq = q < 0 ? -q : q, d = p > q ? p - q : q - p;
+        return p == q || d <= rel * (ap > aq ? ap : aq);
+    }
+    case TT_FT_HEX:
+    case TT_FT_PCT: return strcmp(x, y) == 0;
+    case TT_FT_WORD:
+    case TT_FT_DTYPE:
+    case TT_FT_ENUM: return *(const int *)(const void *)x == *(const int *)(const void *)y;
+    case TT_FT_CONFIG: return tt_config_equal((const tt_config *)(const void *)x, (const tt_config *)(const void *)y);
+    case TT_FT_TEXT: {
+        const char *s = *(const char *const *)(const void *)x, *t = *(const char *const *)(const void *)y;
+        return s == t || (s && t && strcmp(s, t) == 0);
+    }
+    case TT_FT_INTS:
+    case TT_FT_DTYPES: break; /* no lists on the pipe */
+    }
+    return 0;
+}
+
+const char *tt__pipe_diff(const tt__pipe_msg *a, const tt__pipe_msg *b, double rel) {
+    if (a->kind != b->kind || (unsigned)a->kind >= TT_PIPE_KINDS) return "kind";
+    if (a->has != b->has) return "has";
+    tt__pipe_msg dflt;
+    tt__pipe_init(&dflt, a->kind);
+    const tt__fspec *spec = messages[a->kind].spec;
+    for (int i = 0; i < messages[a->kind].n; i++) {
+        const tt__pipe_msg *want = TT_HAS(a->has, i) ? a : &dflt;
+        if (!same_value(&spec[i], (const char *)&want->u + spec[i].off, (const char *)&b->u + spec[i].off, rel))
+            return spec[i].name;
+    }
+    return NULL;
+}

@@ -190,6 +190,12 @@ int tt__pipe_format(const tt__pipe_msg *m, char *buf, size_t len, char *err, siz
  */
 int tt__pipe_parse(char *line, size_t len, tt__pipe_msg *m, char *err, size_t errlen);
 
+/* Where b, read back from a, differs from it: "kind", "has" or the first
+ * field whose value is not a's (where a carries it; reals within `rel`
+ * of each other, relatively) or not its default (where a does not);
+ * NULL if nowhere. TEXT values compare as text. */
+const char *tt__pipe_diff(const tt__pipe_msg *a, const tt__pipe_msg *b, double rel);
+
 /* The `id` of a TRY, RESULT, DONE or MEASURE; -1 for the others. */
 int64_t tt__pipe_task(const tt__pipe_msg *m);
 

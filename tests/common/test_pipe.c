@@ -93,40 +93,11 @@ static void full(tt__pipe_kind kind, tt__pipe_msg *m) {
     }
 }
 
-/* b read back from a, field by field by the table (TEXT fields point into
- * different lines); a field a does not carry is at its default in b. */
+/* b read back from a: the same message (every field compared by the table;
+ * reals exactly: the test values have at most 6 significant digits). */
 static void assert_same(const tt__pipe_msg *a, const tt__pipe_msg *b) {
-    int n;
-    const tt__fspec *spec = tt__pipe_spec(a->kind, &n);
-    tt__pipe_msg dflt;
-    tt__pipe_init(&dflt, a->kind);
-    ASSERT_EQ(a->kind, b->kind);
-    ASSERT_EQ(a->has, b->has);
-    for (int i = 0; i < n; i++) {
-        const tt__pipe_msg *want = TT_HAS(a->has, i) ? a : &dflt;
-        const char *x = (const char *)&want->u + spec[i].off, *y = (const char *)&b->u + spec[i].off;
-        int same = 0;
-        switch (spec[i].type) {
-        case TT_FT_INT: same = *(const int64_t *)(const void *)x == *(const int64_t *)(const void *)y; break;
-        case TT_FT_REAL: same = *(const double *)(const void *)x == *(const double *)(const void *)y; break;
-        case TT_FT_HEX:
-        case TT_FT_PCT: same = strcmp(x, y) == 0; break;
-        case TT_FT_WORD:
-        case TT_FT_DTYPE:
-        case TT_FT_ENUM: same = *(const int *)(const void *)x == *(const int *)(const void *)y; break;
-        case TT_FT_CONFIG:
-            same = tt_config_equal((const tt_config *)(const void *)x, (const tt_config *)(const void *)y);
-            break;
-        case TT_FT_TEXT: {
-            const char *s = *(const char *const *)(const void *)x, *t = *(const char *const *)(const void *)y;
-            same = s == t || (s && t && strcmp(s, t) == 0);
-            break;
-        }
-        case TT_FT_INTS:
-        case TT_FT_DTYPES: TT_FAIL_AT("%s: no list in the pipe protocol", spec[i].name);
-        }
-        if (!same) TT_FAIL_AT("%s %s differs after the round trip", tt__pipe_word(a->kind), spec[i].name);
-    }
+    const char *d = tt__pipe_diff(a, b, 0);
+    if (d) TT_FAIL_AT("%s: %s differs after the round trip", tt__pipe_word(a->kind), d);
 }
 
 static int parse(const char *text, tt__pipe_msg *m, char *err, size_t errlen) {
@@ -331,6 +302,28 @@ TEST(free_text_reads_without_control_characters_or_broken_utf8) {
 /* The writer refuses a field its table does not have, a required one left
  * out and any value the reader would refuse: a message not in the table
  * is never written. */
+TEST(the_comparison_sees_each_difference) {
+    tt__pipe_msg a, b;
+    full(TT_PIPE_RESULT, &a);
+    b = a;
+    ASSERT(tt__pipe_diff(&a, &b, 0) == NULL);
+    TT_PIPE_SET(&b, result, tflops, 333.6001);
+    ASSERT_STREQ(tt__pipe_diff(&a, &b, 0), "tflops");
+    ASSERT(tt__pipe_diff(&a, &b, 1e-5) == NULL);
+    b = a;
+    b.u.result.reason = "deadlined";
+    ASSERT_STREQ(tt__pipe_diff(&a, &b, 0), "reason");
+    b = a;
+    b.has &= ~TT_PIPE_BIT(result, busy);
+    ASSERT_STREQ(tt__pipe_diff(&a, &b, 0), "has");
+    a.has = b.has; /* not carried: b must hold the default */
+    ASSERT_STREQ(tt__pipe_diff(&a, &b, 0), "busy");
+    b.u.result.busy = -1;
+    ASSERT(tt__pipe_diff(&a, &b, 0) == NULL);
+    b.kind = TT_PIPE_TRY;
+    ASSERT_STREQ(tt__pipe_diff(&a, &b, 0), "kind");
+}
+
 TEST(the_writer_refuses_what_the_table_does_not_allow) {
     tt__pipe_msg m;
     char line[TT_LINE_MAX + 1], err[256];
