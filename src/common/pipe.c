@@ -19,8 +19,8 @@ const char *const tt__pipe_done_words[] = {"done", "failed", NULL};
 
 #define SPEC(m, T, n, req, lo, hi, dflt, words) \
     {#n, TT_FT_##T, req, lo, hi, dflt, words, NULL, offsetof(tt__pipe_##m, n)},
-#define X(M, m)                                                                    \
-    static const tt__fspec spec_##m[] = {TT_PIPE_FIELDS_##m(SPEC, m)};             \
+#define X(M, m)                                                        \
+    static const tt__fspec spec_##m[] = {TT_PIPE_FIELDS_##m(SPEC, m)}; \
     _Static_assert(TT_PF_##m##_COUNT <= 32, #M " has at most 32 fields (a bit each)");
 TT_PIPE_MESSAGES(X)
 #undef X
@@ -56,8 +56,10 @@ void tt__pipe_init(tt__pipe_msg *m, tt__pipe_kind kind) {
 
 void tt__pipe_set_text(tt__pipe_msg *m, char *slot, size_t cap, uint32_t bit, const char *s) {
     snprintf(slot, cap, "%s", s ? s : "");
-    if (slot[0]) m->has |= bit;
-    else m->has &= ~bit;
+    if (slot[0])
+        m->has |= bit;
+    else
+        m->has &= ~bit;
 }
 
 int tt__pipe_format(const tt__pipe_msg *m, char *buf, size_t len, char *err, size_t errlen) {
@@ -67,8 +69,8 @@ int tt__pipe_format(const tt__pipe_msg *m, char *buf, size_t len, char *err, siz
     }
     /* A line the other end's reader takes: TT_LINE_MAX at most. */
     if (len > TT_LINE_MAX + 1) len = TT_LINE_MAX + 1;
-    return tt__fields_encode(messages[m->kind].word, messages[m->kind].spec, messages[m->kind].n, &m->u, m->has,
-                             buf, len, err, errlen);
+    return tt__fields_encode(messages[m->kind].word, messages[m->kind].spec, messages[m->kind].n, &m->u,
+                             m->has, buf, len, err, errlen);
 }
 
 int tt__pipe_parse(char *line, size_t len, tt__pipe_msg *m, char *err, size_t errlen) {
@@ -177,7 +179,8 @@ static int same_value(const tt__fspec *f, const char *x, const char *y, double r
     case TT_FT_WORD:
     case TT_FT_DTYPE:
     case TT_FT_ENUM: return *(const int *)(const void *)x == *(const int *)(const void *)y;
-    case TT_FT_CONFIG: return tt_config_equal((const tt_config *)(const void *)x, (const tt_config *)(const void *)y);
+    case TT_FT_CONFIG:
+        return tt_config_equal((const tt_config *)(const void *)x, (const tt_config *)(const void *)y);
     case TT_FT_TEXT: {
         const char *s = *(const char *const *)(const void *)x, *t = *(const char *const *)(const void *)y;
         return s == t || (s && t && strcmp(s, t) == 0);
@@ -196,7 +199,8 @@ const char *tt__pipe_diff(const tt__pipe_msg *a, const tt__pipe_msg *b, double r
     const tt__fspec *spec = messages[a->kind].spec;
     for (int i = 0; i < messages[a->kind].n; i++) {
         const tt__pipe_msg *want = TT_HAS(a->has, i) ? a : &dflt;
-        if (!same_value(&spec[i], (const char *)&want->u + spec[i].off, (const char *)&b->u + spec[i].off, rel))
+        if (!same_value(&spec[i], (const char *)&want->u + spec[i].off, (const char *)&b->u + spec[i].off,
+                        rel))
             return spec[i].name;
     }
     return NULL;

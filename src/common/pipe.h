@@ -25,7 +25,8 @@
 #define TT_PIPE_TEXT_MAX 128   /* free text (GPU name, versions), decoded, with its NUL */
 
 /* The messages: X(UPPER, lower); the wire word is UPPER. */
-#define TT_PIPE_MESSAGES(X) X(HELLO, hello) X(TRY, try) X(RESULT, result) X(DONE, done) X(MEASURE, measure) X(AVOID, avoid)
+#define TT_PIPE_MESSAGES(X) \
+    X(HELLO, hello) X(TRY, try) X(RESULT, result) X(DONE, done) X(MEASURE, measure) X(AVOID, avoid)
 
 /*
  * Each message's fields in wire order: F(m, TYPE, name, required, min,
@@ -37,48 +38,48 @@
 /* Worker -> daemon, first line. The GPU fields come only from a worker
  * with a usable GPU; with name, the daemon also needs cc_major, cc_minor,
  * sms and mem_bytes (tt__pipe_hello_gpu). */
-#define TT_PIPE_FIELDS_hello(F, m)                                     \
-    F(m, INT, proto, 1, TT_PIPE_PROTO, TT_PIPE_PROTO, 0, NULL)         \
-    F(m, HEX, rev, 1, 0, 0, 0, NULL)                                   \
-    F(m, INT, gpu_count, 1, 0, TT_PIPE_GPUS_MAX, 0, NULL)              \
-    F(m, INT, index, 0, 0, TT_PIPE_GPUS_MAX - 1, 0, NULL)              \
-    F(m, PCT, name, 0, 0, TT_PIPE_TEXT_MAX, 0, NULL)                   \
-    F(m, INT, cc_major, 0, 1, 100, 0, NULL)                            \
-    F(m, INT, cc_minor, 0, 0, 100, 0, NULL)                            \
-    F(m, INT, sms, 0, 1, 100000, 0, NULL)                              \
-    F(m, INT, mem_bytes, 0, 1, INT64_MAX, 0, NULL)                     \
-    F(m, PCT, driver, 0, 0, TT_PIPE_TEXT_MAX, 0, NULL)                 \
-    F(m, PCT, cuda, 0, 0, TT_PIPE_TEXT_MAX, 0, NULL)                   \
+#define TT_PIPE_FIELDS_hello(F, m)                             \
+    F(m, INT, proto, 1, TT_PIPE_PROTO, TT_PIPE_PROTO, 0, NULL) \
+    F(m, HEX, rev, 1, 0, 0, 0, NULL)                           \
+    F(m, INT, gpu_count, 1, 0, TT_PIPE_GPUS_MAX, 0, NULL)      \
+    F(m, INT, index, 0, 0, TT_PIPE_GPUS_MAX - 1, 0, NULL)      \
+    F(m, PCT, name, 0, 0, TT_PIPE_TEXT_MAX, 0, NULL)           \
+    F(m, INT, cc_major, 0, 1, 100, 0, NULL)                    \
+    F(m, INT, cc_minor, 0, 0, 100, 0, NULL)                    \
+    F(m, INT, sms, 0, 1, 100000, 0, NULL)                      \
+    F(m, INT, mem_bytes, 0, 1, INT64_MAX, 0, NULL)             \
+    F(m, PCT, driver, 0, 0, TT_PIPE_TEXT_MAX, 0, NULL)         \
+    F(m, PCT, cuda, 0, 0, TT_PIPE_TEXT_MAX, 0, NULL)           \
     F(m, PCT, nvrtc, 0, 0, TT_PIPE_TEXT_MAX, 0, NULL)
 
 /* Worker -> daemon: about to launch this variant. */
-#define TT_PIPE_FIELDS_try(F, m)                 \
-    F(m, INT, id, 1, 0, INT64_MAX, 0, NULL)      \
+#define TT_PIPE_FIELDS_try(F, m)            \
+    F(m, INT, id, 1, 0, INT64_MAX, 0, NULL) \
     F(m, CONFIG, config, 1, 0, 0, 0, NULL)
 
 /* Worker -> daemon: one measurement. status is a tt_meas_status; ok needs
  * time_ms and tflops (tt__pipe_result_check). Optional numbers absent: -1,
  * tt_record's "not recorded". */
-#define TT_PIPE_FIELDS_result(F, m)                                    \
-    F(m, INT, id, 1, 0, INT64_MAX, 0, NULL)                            \
-    F(m, WORD, status, 1, 0, 0, 0, tt__pipe_meas_words)                \
-    F(m, CONFIG, config, 1, 0, 0, 0, NULL)                             \
-    F(m, INT, batch, 0, 1, INT32_MAX, 0, NULL)                         \
-    F(m, INT, heads, 0, 1, INT32_MAX, 0, NULL)                         \
-    F(m, INT, regs, 0, 0, INT32_MAX, -1, NULL)                         \
-    F(m, INT, smem_bytes, 0, 0, INT32_MAX, -1, NULL)                   \
-    F(m, INT, spill_bytes, 0, 0, INT32_MAX, -1, NULL)                  \
-    F(m, REAL, time_ms, 0, 0, INT32_MAX, -1, NULL)                     \
-    F(m, REAL, tflops, 0, 0, INT32_MAX, -1, NULL)                      \
-    F(m, REAL, time_min_ms, 0, 0, INT32_MAX, -1, NULL)                 \
-    F(m, REAL, spread, 0, 0, INT32_MAX, -1, NULL)                      \
-    F(m, INT, reps, 0, 0, INT32_MAX, -1, NULL)                         \
-    F(m, INT, nonfinite, 0, 0, INT64_MAX, -1, NULL)                    \
-    F(m, REAL, rel_err, 0, 0, INT64_MAX, -1, NULL)                     \
-    F(m, REAL, lse_err, 0, 0, INT64_MAX, -1, NULL)                     \
-    F(m, INT, sm_clock_mhz, 0, 0, INT32_MAX, -1, NULL)                 \
-    F(m, INT, temp_c, 0, 0, INT32_MAX, -1, NULL)                       \
-    F(m, INT, busy, 0, 0, 1, -1, NULL)                                 \
+#define TT_PIPE_FIELDS_result(F, m)                     \
+    F(m, INT, id, 1, 0, INT64_MAX, 0, NULL)             \
+    F(m, WORD, status, 1, 0, 0, 0, tt__pipe_meas_words) \
+    F(m, CONFIG, config, 1, 0, 0, 0, NULL)              \
+    F(m, INT, batch, 0, 1, INT32_MAX, 0, NULL)          \
+    F(m, INT, heads, 0, 1, INT32_MAX, 0, NULL)          \
+    F(m, INT, regs, 0, 0, INT32_MAX, -1, NULL)          \
+    F(m, INT, smem_bytes, 0, 0, INT32_MAX, -1, NULL)    \
+    F(m, INT, spill_bytes, 0, 0, INT32_MAX, -1, NULL)   \
+    F(m, REAL, time_ms, 0, 0, INT32_MAX, -1, NULL)      \
+    F(m, REAL, tflops, 0, 0, INT32_MAX, -1, NULL)       \
+    F(m, REAL, time_min_ms, 0, 0, INT32_MAX, -1, NULL)  \
+    F(m, REAL, spread, 0, 0, INT32_MAX, -1, NULL)       \
+    F(m, INT, reps, 0, 0, INT32_MAX, -1, NULL)          \
+    F(m, INT, nonfinite, 0, 0, INT64_MAX, -1, NULL)     \
+    F(m, REAL, rel_err, 0, 0, INT64_MAX, -1, NULL)      \
+    F(m, REAL, lse_err, 0, 0, INT64_MAX, -1, NULL)      \
+    F(m, INT, sm_clock_mhz, 0, 0, INT32_MAX, -1, NULL)  \
+    F(m, INT, temp_c, 0, 0, INT32_MAX, -1, NULL)        \
+    F(m, INT, busy, 0, 0, 1, -1, NULL)                  \
     F(m, TEXT, reason, 0, 0, 0, 0, NULL)
 
 /* Worker -> daemon: the key is finished (status: TT_PIPE_KEY_*). */
@@ -90,30 +91,30 @@
 /* Daemon -> worker: measure one key (its fields as LOOKUP's; group only
  * over 1, seqlen_k absent: seqlen_q), then `avoid` AVOID lines. batch
  * and heads 0: the rule of the key's regime. mode: a tt_job_mode. */
-#define TT_PIPE_FIELDS_measure(F, m)                                           \
-    F(m, INT, id, 1, 0, INT64_MAX, 0, NULL)                                    \
-    F(m, INT, job, 0, 0, INT64_MAX, 0, NULL)                                   \
-    F(m, INT, seq, 0, 0, INT32_MAX, 0, NULL)                                   \
-    F(m, DTYPE, dtype, 1, 0, 0, 0, NULL)                                       \
-    F(m, INT, hdim, 1, 1, 1 << 20, 0, NULL)                                    \
-    F(m, INT, causal, 0, 0, 2, 0, NULL)                                        \
-    F(m, INT, seqlen_q, 1, 1, TT_SEQLEN_MAX, 0, NULL)                          \
-    F(m, INT, seqlen_k, 0, 1, TT_SEQLEN_MAX, 0, NULL)                          \
-    F(m, INT, group, 0, 1, TT_GROUP_MAX, 1, NULL)                              \
-    F(m, HEX, gpu, 0, 0, 0, 0, NULL)                                           \
-    F(m, HEX, rev, 0, 0, 0, 0, NULL)                                           \
-    F(m, WORD, mode, 0, 0, 0, TT__N_MODE_EXHAUSTIVE, tt__pipe_mode_words)      \
-    F(m, INT, batch, 0, 0, 65535, 0, NULL)                                     \
-    F(m, INT, heads, 0, 0, 4096, 0, NULL)                                      \
+#define TT_PIPE_FIELDS_measure(F, m)                                      \
+    F(m, INT, id, 1, 0, INT64_MAX, 0, NULL)                               \
+    F(m, INT, job, 0, 0, INT64_MAX, 0, NULL)                              \
+    F(m, INT, seq, 0, 0, INT32_MAX, 0, NULL)                              \
+    F(m, DTYPE, dtype, 1, 0, 0, 0, NULL)                                  \
+    F(m, INT, hdim, 1, 1, 1 << 20, 0, NULL)                               \
+    F(m, INT, causal, 0, 0, 2, 0, NULL)                                   \
+    F(m, INT, seqlen_q, 1, 1, TT_SEQLEN_MAX, 0, NULL)                     \
+    F(m, INT, seqlen_k, 0, 1, TT_SEQLEN_MAX, 0, NULL)                     \
+    F(m, INT, group, 0, 1, TT_GROUP_MAX, 1, NULL)                         \
+    F(m, HEX, gpu, 0, 0, 0, 0, NULL)                                      \
+    F(m, HEX, rev, 0, 0, 0, 0, NULL)                                      \
+    F(m, WORD, mode, 0, 0, 0, TT__N_MODE_EXHAUSTIVE, tt__pipe_mode_words) \
+    F(m, INT, batch, 0, 0, 65535, 0, NULL)                                \
+    F(m, INT, heads, 0, 0, 4096, 0, NULL)                                 \
     F(m, INT, avoid, 0, 0, TT_PIPE_AVOID_MAX, 0, NULL)
 
 /* Daemon -> worker, after MEASURE: a variant not to run. */
 #define TT_PIPE_FIELDS_avoid(F, m) F(m, CONFIG, config, 1, 0, 0, 0, NULL)
 
 enum { TT_PIPE_KEY_DONE = 0, TT_PIPE_KEY_FAILED = 1 };
-extern const char *const tt__pipe_meas_words[];  /* TT_WIRE_MEAS_STATUSES */
-extern const char *const tt__pipe_mode_words[];  /* TT_WIRE_JOB_MODES */
-extern const char *const tt__pipe_done_words[];  /* "done", "failed" */
+extern const char *const tt__pipe_meas_words[]; /* TT_WIRE_MEAS_STATUSES */
+extern const char *const tt__pipe_mode_words[]; /* TT_WIRE_JOB_MODES */
+extern const char *const tt__pipe_done_words[]; /* "done", "failed" */
 
 #define TT__PIPE_CTYPE_INT(n) int64_t n
 #define TT__PIPE_CTYPE_REAL(n) double n
@@ -128,10 +129,10 @@ extern const char *const tt__pipe_done_words[];  /* "done", "failed" */
 
 /* tt__pipe_<m>: the message's struct; TT_PF_<m>_<field>: the field's bit
  * number in tt__pipe_msg.has. */
-#define X(M, m)                                                   \
-    typedef struct tt__pipe_##m {                                 \
-        TT_PIPE_FIELDS_##m(TT__PIPE_MEMBER, m)                    \
-    } tt__pipe_##m;                                               \
+#define X(M, m)                                \
+    typedef struct tt__pipe_##m {              \
+        TT_PIPE_FIELDS_##m(TT__PIPE_MEMBER, m) \
+    } tt__pipe_##m;                            \
     enum { TT_PIPE_FIELDS_##m(TT__PIPE_BITNO, m) TT_PF_##m##_COUNT };
 TT_PIPE_MESSAGES(X)
 #undef X
@@ -140,7 +141,7 @@ typedef enum tt__pipe_kind {
 #define X(M, m) TT_PIPE_##M,
     TT_PIPE_MESSAGES(X)
 #undef X
-    TT_PIPE_KINDS,
+        TT_PIPE_KINDS,
     TT_PIPE_OTHER = TT_PIPE_KINDS, /* a verb this version does not have */
 } tt__pipe_kind;
 
@@ -159,7 +160,8 @@ typedef struct tt__pipe_msg {
 /* Sets a number or word field and marks it carried. */
 #define TT_PIPE_SET(msg, m, f, v) ((msg)->u.m.f = (v), (msg)->has |= TT_PIPE_BIT(m, f))
 /* Copies text into a HEX or PCT field and marks it carried ("" leaves it out). */
-#define TT_PIPE_SET_TEXT(msg, m, f, s) tt__pipe_set_text((msg), (msg)->u.m.f, sizeof (msg)->u.m.f, TT_PIPE_BIT(m, f), (s))
+#define TT_PIPE_SET_TEXT(msg, m, f, s) \
+    tt__pipe_set_text((msg), (msg)->u.m.f, sizeof(msg)->u.m.f, TT_PIPE_BIT(m, f), (s))
 
 /* An empty message of `kind`: every field at its default, none carried. */
 void tt__pipe_init(tt__pipe_msg *m, tt__pipe_kind kind);

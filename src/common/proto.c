@@ -331,8 +331,8 @@ static int decode_one(const tt__fspec *f, const char *v, char *slot, char *err, 
             return rc;
         }
         if (rc < 0)
-            return fail_field(err, errlen, TT_ERR_INVAL, "%s '%.40s' has a '%%' without two hex digits", f->name,
-                              v);
+            return fail_field(err, errlen, TT_ERR_INVAL, "%s '%.40s' has a '%%' without two hex digits",
+                              f->name, v);
         return 0;
     }
     return TT_ERR_INVAL;
@@ -395,13 +395,14 @@ int tt__fields_decode(const tt__msg *m, const tt__fspec *spec, int nspec, void *
 
 /* The value of one field as text into val; the decoder's checks, so what
  * one end writes the other reads back. */
-static int encode_one(const tt__fspec *f, const char *slot, char *val, size_t vlen, char *err, size_t errlen) {
+static int encode_one(const tt__fspec *f, const char *slot, char *val, size_t vlen, char *err,
+                      size_t errlen) {
     switch (f->type) {
     case TT_FT_INT: {
         int64_t v = *(const int64_t *)(const void *)slot;
         if (v < f->min || v > f->max) {
-            snprintf(err, errlen, "%s %lld is out of range %lld..%lld", f->name, (long long)v, (long long)f->min,
-                     (long long)f->max);
+            snprintf(err, errlen, "%s %lld is out of range %lld..%lld", f->name, (long long)v,
+                     (long long)f->min, (long long)f->max);
             return TT_ERR_RANGE;
         }
         snprintf(val, vlen, "%lld", (long long)v);
@@ -409,8 +410,8 @@ static int encode_one(const tt__fspec *f, const char *slot, char *val, size_t vl
     }
     case TT_FT_HEX:
         if (!tt__is_hex_id(slot))
-            return fail_field(err, errlen, TT_ERR_INVAL, "%s '%.40s' must be 1..32 lower-case hex digits", f->name,
-                              slot);
+            return fail_field(err, errlen, TT_ERR_INVAL, "%s '%.40s' must be 1..32 lower-case hex digits",
+                              f->name, slot);
         snprintf(val, vlen, "%s", slot);
         return 0;
     case TT_FT_DTYPE: {
@@ -422,7 +423,8 @@ static int encode_one(const tt__fspec *f, const char *slot, char *val, size_t vl
     case TT_FT_WORD: {
         int w = *(const int *)(const void *)slot, n = 0;
         while (f->words[n]) n++;
-        if (w < 0 || w >= n) return fail_name(err, errlen, TT_ERR_UNSUPPORTED, "%s is not one of its words", f->name);
+        if (w < 0 || w >= n)
+            return fail_name(err, errlen, TT_ERR_UNSUPPORTED, "%s is not one of its words", f->name);
         snprintf(val, vlen, "%s", f->words[w]);
         return 0;
     }
@@ -436,7 +438,9 @@ static int encode_one(const tt__fspec *f, const char *slot, char *val, size_t vl
             char item[24];
             if (f->type == TT_FT_DTYPES) {
                 const char *n = tt__dtype_name((tt_dtype)l->v[i]);
-                if (!n) return fail_name(err, errlen, TT_ERR_UNSUPPORTED, "%s has a value that is not a dtype", f->name);
+                if (!n)
+                    return fail_name(err, errlen, TT_ERR_UNSUPPORTED, "%s has a value that is not a dtype",
+                                     f->name);
                 snprintf(item, sizeof item, "%s", n);
             } else {
                 if (l->v[i] < f->min || l->v[i] > f->max)
@@ -444,7 +448,8 @@ static int encode_one(const tt__fspec *f, const char *slot, char *val, size_t vl
                 snprintf(item, sizeof item, "%lld", (long long)l->v[i]);
             }
             int n = snprintf(val + used, vlen - used, "%s%s", i ? "," : "", item);
-            if (n < 0 || (size_t)n >= vlen - used) return fail_name(err, errlen, TT_ERR_RANGE, "%s is too long", f->name);
+            if (n < 0 || (size_t)n >= vlen - used)
+                return fail_name(err, errlen, TT_ERR_RANGE, "%s is too long", f->name);
             used += (size_t)n;
         }
         return 0;
@@ -456,7 +461,8 @@ static int encode_one(const tt__fspec *f, const char *slot, char *val, size_t vl
         for (size_t i = 0; i < n;) {
             size_t u = utf8_len((const unsigned char *)t + i, n - i);
             if ((unsigned char)t[i] <= ' ' || t[i] == 0x7f || u == 0)
-                return fail_field(err, errlen, TT_ERR_INVAL, "%s '%.40s' is not one word of UTF-8 text", f->name, t);
+                return fail_field(err, errlen, TT_ERR_INVAL, "%s '%.40s' is not one word of UTF-8 text",
+                                  f->name, t);
             i += u;
         }
         if (n >= vlen) return fail_name(err, errlen, TT_ERR_RANGE, "%s is too long", f->name);
@@ -558,8 +564,10 @@ int tt__pct_decode(const char *in, char *out, size_t len) {
      * the export of its records one other nodes refuse: '?' as well. */
     for (size_t k = 0; k < o;) {
         size_t n = utf8_len((const unsigned char *)out + k, o - k);
-        if (n == 0) out[k++] = '?';
-        else k += n;
+        if (n == 0)
+            out[k++] = '?';
+        else
+            k += n;
     }
     return rc;
 }

@@ -48,17 +48,17 @@ const char *tt__msg_get(const tt__msg *m, const char *key);
 #define TT_LIST_MAX 64 /* values of one list field */
 
 typedef enum tt__ftype {
-    TT_FT_INT,      /* int64_t in [min, max]; absent: def */
-    TT_FT_HEX,      /* char[TT_ID_MAX]: 1..32 lower-case hex digits; absent: "" */
-    TT_FT_DTYPE,    /* int (tt_dtype): fp16 or bf16 */
-    TT_FT_WORD,     /* int: the index of the value in `words`; absent: def */
-    TT_FT_ENUM,     /* int: what `parse` makes of it (< 0: not one); absent: def */
-    TT_FT_INTS,     /* tt__ints: comma-separated int64_t in [min, max] */
-    TT_FT_DTYPES,   /* tt__ints of tt_dtype values */
-    TT_FT_TEXT,     /* const char *: the value as sent (NULL when absent) */
-    TT_FT_REAL,     /* double: finite, in [min, max]; absent: def; written %.6g */
-    TT_FT_CONFIG,   /* tt_config: tt_config_parse / tt_config_format */
-    TT_FT_PCT,      /* char[max]: free text, percent-encoded on the wire (tt__pct_*); absent: "" */
+    TT_FT_INT,    /* int64_t in [min, max]; absent: def */
+    TT_FT_HEX,    /* char[TT_ID_MAX]: 1..32 lower-case hex digits; absent: "" */
+    TT_FT_DTYPE,  /* int (tt_dtype): fp16 or bf16 */
+    TT_FT_WORD,   /* int: the index of the value in `words`; absent: def */
+    TT_FT_ENUM,   /* int: what `parse` makes of it (< 0: not one); absent: def */
+    TT_FT_INTS,   /* tt__ints: comma-separated int64_t in [min, max] */
+    TT_FT_DTYPES, /* tt__ints of tt_dtype values */
+    TT_FT_TEXT,   /* const char *: the value as sent (NULL when absent) */
+    TT_FT_REAL,   /* double: finite, in [min, max]; absent: def; written %.6g */
+    TT_FT_CONFIG, /* tt_config: tt_config_parse / tt_config_format */
+    TT_FT_PCT,    /* char[max]: free text, percent-encoded on the wire (tt__pct_*); absent: "" */
 } tt__ftype;
 
 typedef struct tt__ints {

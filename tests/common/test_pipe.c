@@ -115,7 +115,8 @@ TEST(every_message_round_trips_with_every_field) {
         full((tt__pipe_kind)k, &m);
         tt__pipe_spec((tt__pipe_kind)k, &n);
         /* a field added to a table without a value here fails here */
-        if (m.has != (n == 32 ? ~0u : (1u << n) - 1)) TT_FAIL_AT("%s: a field without a test value", tt__pipe_word(m.kind));
+        if (m.has != (n == 32 ? ~0u : (1u << n) - 1))
+            TT_FAIL_AT("%s: a field without a test value", tt__pipe_word(m.kind));
         int len = tt__pipe_format(&m, line, sizeof line, err, sizeof err);
         if (len < 0) TT_FAIL_AT("%s: %s", tt__pipe_word(m.kind), err);
         ASSERT_EQ((size_t)len, strlen(line));
@@ -219,7 +220,8 @@ TEST(the_reader_refuses_what_the_table_does_not_allow) {
         int rc;
         const char *why;
     } bad[] = {
-        {"RESULT id=1 status=ok config=" CFG " time_ms=1 tflops=2 bogus=1", TT_ERR_INVAL, "unknown field 'bogus'"},
+        {"RESULT id=1 status=ok config=" CFG " time_ms=1 tflops=2 bogus=1", TT_ERR_INVAL,
+         "unknown field 'bogus'"},
         {"RESULT id=1 status=ok time_ms=1 tflops=2", TT_ERR_INVAL, "missing field 'config'"},
         {"TRY config=" CFG, TT_ERR_INVAL, "missing field 'id'"},
         {"HELLO rev=ab gpu_count=1", TT_ERR_INVAL, "missing field 'proto'"},
@@ -242,7 +244,8 @@ TEST(the_reader_refuses_what_the_table_does_not_allow) {
         {"AVOID config=family=mma,block_m=7", TT_ERR_INVAL, "is not a variant's config"},
         {"MEASURE id=1 dtype=fp32 hdim=128 seqlen_q=1", TT_ERR_UNSUPPORTED, "unsupported dtype 'fp32'"},
         {"MEASURE id=1 dtype=fp16 hdim=128 seqlen_q=1 mode=slow", TT_ERR_UNSUPPORTED, "mode must be one of"},
-        {"MEASURE id=1 dtype=fp16 hdim=128 seqlen_q=1 avoid=4097", TT_ERR_RANGE, "avoid '4097' is out of range"},
+        {"MEASURE id=1 dtype=fp16 hdim=128 seqlen_q=1 avoid=4097", TT_ERR_RANGE,
+         "avoid '4097' is out of range"},
         {"DONE id=1 status=maybe", TT_ERR_UNSUPPORTED, "status must be one of done, failed"},
         {"PROGRESS id=1", TT_ERR_NOTFOUND, "no message PROGRESS"},
         {"RESULT id=1 \x01", TT_ERR_PROTO, "control character"},
@@ -254,8 +257,10 @@ TEST(the_reader_refuses_what_the_table_does_not_allow) {
         int rc = parse(bad[i].line, &m, err, sizeof err);
         if (rc != bad[i].rc) TT_FAIL_AT("\"%s\": %d (%s), not %d", bad[i].line, rc, err, bad[i].rc);
         if (!strstr(err, bad[i].why)) TT_FAIL_AT("\"%s\": \"%s\" lacks \"%s\"", bad[i].line, err, bad[i].why);
-        if (rc == TT_ERR_PROTO || rc == TT_ERR_NOTFOUND) ASSERT_EQ(m.kind, TT_PIPE_OTHER);
-        else ASSERT(m.kind != TT_PIPE_OTHER); /* the reader knows what it refused */
+        if (rc == TT_ERR_PROTO || rc == TT_ERR_NOTFOUND)
+            ASSERT_EQ(m.kind, TT_PIPE_OTHER);
+        else
+            ASSERT(m.kind != TT_PIPE_OTHER); /* the reader knows what it refused */
     }
 }
 
@@ -264,7 +269,8 @@ TEST(the_reader_refuses_what_the_table_does_not_allow) {
 TEST(messages_whose_fields_disagree_are_refused) {
     tt__pipe_msg m;
     char err[256];
-    ASSERT_OK(parse("HELLO proto=1 rev=ab gpu_count=1 name=X cc_major=9 cc_minor=0 mem_bytes=1", &m, err, sizeof err));
+    ASSERT_OK(parse("HELLO proto=1 rev=ab gpu_count=1 name=X cc_major=9 cc_minor=0 mem_bytes=1", &m, err,
+                    sizeof err));
     ASSERT_EQ(tt__pipe_hello_gpu(&m, err, sizeof err), TT_ERR_INVAL);
     ASSERT_CONTAINS(err, "without 'sms'");
     ASSERT_OK(parse("RESULT id=1 status=ok config=" CFG " time_ms=1", &m, err, sizeof err));

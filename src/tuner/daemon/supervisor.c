@@ -1,7 +1,5 @@
 #include "tuner/daemon/supervisor.h"
 
-#include <errno.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -398,10 +396,11 @@ static void on_hello(worker *w, const tt__pipe_msg *m) {
         if (w->had_gpu && !w->lost)
             tt_log_ev(TT_LOG_ERR, -1, w->index, NULL,
                       "GPU %d is gone (its worker finds no GPU %d of %d): lost until a probe finds it; "
-                      "the other GPUs go on", w->index, w->index, count);
+                      "the other GPUs go on",
+                      w->index, w->index, count);
         else
-            tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "worker for GPU %d found no GPU (%d visible); tuning waits for a GPU",
-                      w->index, count);
+            tt_log_ev(TT_LOG_INFO, -1, w->index, NULL,
+                      "worker for GPU %d found no GPU (%d visible); tuning waits for a GPU", w->index, count);
         w->lost = w->had_gpu;
         settle_blame(w, 0);
         w->state = W_NOGPU;
@@ -438,8 +437,9 @@ static void on_hello(worker *w, const tt__pipe_msg *m) {
     w->lost = 0;
     if (w->index == 0) identity_changed(s);
     w->state = W_IDLE;
-    tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "worker for GPU %d ready: %s (sm_%d%d, fingerprint %s), kernel revision %s", w->index,
-            g.name, g.cc_major, g.cc_minor, g.fingerprint, h->rev);
+    tt_log_ev(TT_LOG_INFO, -1, w->index, NULL,
+              "worker for GPU %d ready: %s (sm_%d%d, fingerprint %s), kernel revision %s", w->index, g.name,
+              g.cc_major, g.cc_minor, g.fingerprint, h->rev);
     dispatch(w);
 }
 
@@ -486,7 +486,8 @@ static void on_line(worker *w, char *line, size_t len) {
     }
     if (rc == TT_ERR_NOTFOUND || m.kind == TT_PIPE_MEASURE || m.kind == TT_PIPE_AVOID) {
         /* a later version's progress line, or one the daemon sends */
-        tt_debug("worker for GPU %d: unknown line ignored (%s)", w->index, rc < 0 ? err : tt__pipe_word(m.kind));
+        tt_debug("worker for GPU %d: unknown line ignored (%s)", w->index,
+                 rc < 0 ? err : tt__pipe_word(m.kind));
         return;
     }
     if (m.kind == TT_PIPE_HELLO) {
@@ -715,8 +716,8 @@ static void dispatch(worker *w) {
         /* a key the protocol cannot carry (a store older than a range):
          * it fails, the next one is tried */
         tt_buf_free(&line);
-        tt_log_ev(TT_LOG_ERR, w->claim.job_id, w->index, claim_key(w), "key %d of job %lld failed: %s", w->claim.seq,
-                  (long long)w->claim.job_id, err);
+        tt_log_ev(TT_LOG_ERR, w->claim.job_id, w->index, claim_key(w), "key %d of job %lld failed: %s",
+                  w->claim.seq, (long long)w->claim.job_id, err);
         finish_key(w, TT_JKEY_FAILED);
     }
     w->state = W_BUSY;

@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else if (strcmp(a, "--version") == 0) {
-            printf("tiletune-worker %s (worker protocol 1)\n", TT_VERSION_STRING);
+            printf("tiletune-worker %s (worker protocol %d)\n", TT_VERSION_STRING, TT_PIPE_PROTO);
             return 0;
         } else if (strcmp(a, "--gpu") == 0) {
             if (int_arg(a, v, 0, 1023, &o.gpu) < 0) return 2;

@@ -27,7 +27,8 @@ int tt__wk_emitf(tt_wemit emit, void *ud, const char *fmt, ...) {
     int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     tt__pipe_msg m;
-    int rc = n < 0 || (size_t)n >= sizeof line ? TT_ERR_RANGE : tt__pipe_parse(line, (size_t)n, &m, err, sizeof err);
+    int rc = n < 0 || (size_t)n >= sizeof line ? TT_ERR_RANGE
+                                               : tt__pipe_parse(line, (size_t)n, &m, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "tiletune-worker: a line not sent: not a message of the pipe protocol's table (%s)\n",
                 rc == TT_ERR_RANGE && n >= (int)sizeof line - 1 ? "too long" : err);
@@ -83,7 +84,8 @@ void tt__wk_say_timed(keyrun *r, cand *c, const char *status) {
     while (tt__pipe_meas_words[st] && strcmp(tt__pipe_meas_words[st], status) != 0) st++;
     tt__wk_result(&m, st); /* a word not in the list: refused when sent */
     TT_PIPE_SET(&m, result, time_ms, c->st.median_ms);
-    TT_PIPE_SET(&m, result, tflops, tt_wtflops(r->B, r->H, r->Lq, r->Lk, r->D, r->t->key.causal, c->st.median_ms));
+    TT_PIPE_SET(&m, result, tflops,
+                tt_wtflops(r->B, r->H, r->Lq, r->Lk, r->D, r->t->key.causal, c->st.median_ms));
     TT_PIPE_SET(&m, result, time_min_ms, c->st.min_ms);
     TT_PIPE_SET(&m, result, spread, c->st.spread);
     TT_PIPE_SET(&m, result, reps, c->st.reps);
