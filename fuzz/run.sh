@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds a fuzzer (clang + libFuzzer + ASan/UBSan, a build of its own) and
 # runs it on fuzz/corpus/TARGET for SECONDS (default 60). TARGET: importer
-# (default), proto (the daemon's request path), reply (the client's parser).
+# (default), proto (the daemon's request path), pipe (the worker pipe's
+# tables), reply (the client's parser).
 #   fuzz/run.sh 30                brief run (what ctest does)
 #   fuzz/run.sh 3600 proto        a longer run by hand
 # New inputs go to a scratch directory, never into the repository's corpus;
@@ -11,7 +12,7 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
 target=${2:-importer}
-case $target in importer | proto | reply) ;; *) echo "fuzz/run.sh: unknown target $target" >&2; exit 2 ;; esac
+case $target in importer | proto | pipe | reply) ;; *) echo "fuzz/run.sh: unknown target $target" >&2; exit 2 ;; esac
 build=${TT_FUZZ_BUILD:-$root/build-fuzz}
 cc=${TT_FUZZ_CC:-clang}
 

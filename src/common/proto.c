@@ -1,6 +1,7 @@
 #include "common/proto.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,11 @@ static int fail_field(char *err, size_t errlen, int rc, const char *fmt, const c
     return rc;
 }
 
+static int fail_name(char *err, size_t errlen, int rc, const char *fmt, const char *name) {
+    snprintf(err, errlen, fmt, name);
+    return rc;
+}
+
 /* One comma-separated list item of `s` (NUL-terminated copy in item). */
 static int list_items(const tt__fspec *f, const char *s, tt__ints *out, char *err, size_t errlen) {
     out->n = 0;
@@ -301,8 +307,55 @@ static int decode_one(const tt__fspec *f, const char *v, char *slot, char *err, 
     case TT_FT_INTS:
     case TT_FT_DTYPES: return list_items(f, v, (tt__ints *)(void *)slot, err, errlen);
     case TT_FT_TEXT: *(const char **)(void *)slot = v; return 0;
+    case TT_FT_REAL: {
+        char *end;
+        double d = strtod(v, &end);
+        if (end == v || *end || !isfinite(d))
+            return fail_field(err, errlen, TT_ERR_RANGE, "%s '%.40s' is not a finite number", f->name, v);
+        if (d < (double)f->min || d > (double)f->max) {
+            snprintf(err, errlen, "%s '%.40s' is out of range %lld..%lld", f->name, v, (long long)f->min,
+                     (long long)f->max);
+            return TT_ERR_RANGE;
+        }
+        *(double *)(void *)slot = d;
+        return 0;
+    }
+    case TT_FT_CONFIG:
+        if (tt_config_parse(v, (tt_config *)(void *)slot) < 0)
+            return fail_field(err, errlen, TT_ERR_INVAL, "%s '%.200s' is not a variant's config", f->name, v);
+        return 0;
+    case TT_FT_PCT:
+        rc = tt__pct_decode(v, slot, (size_t)f->max);
+        if (rc == TT_ERR_RANGE) {
+            snprintf(err, errlen, "%s is longer than %lld bytes", f->name, (long long)f->max - 1);
+            return rc;
+        }
+        if (rc < 0)
+            return fail_field(err, errlen, TT_ERR_INVAL, "%s '%.40s' has a '%%' without two hex digits",
+                              f->name, v);
+        return 0;
     }
     return TT_ERR_INVAL;
+}
+
+static void set_default(const tt__fspec *f, char *slot) {
+    switch (f->type) {
+    case TT_FT_INT: *(int64_t *)(void *)slot = f->def; break;
+    case TT_FT_HEX:
+    case TT_FT_PCT: slot[0] = '\0'; break;
+    case TT_FT_DTYPE:
+    case TT_FT_ENUM:
+    case TT_FT_WORD: *(int *)(void *)slot = (int)f->def; break;
+    case TT_FT_INTS:
+    case TT_FT_DTYPES: ((tt__ints *)(void *)slot)->n = 0; break;
+    case TT_FT_TEXT: *(const char **)(void *)slot = NULL; break;
+    case TT_FT_REAL: *(double *)(void *)slot = (double)f->def; break;
+    case TT_FT_CONFIG: memset(slot, 0, sizeof(tt_config)); break;
+    }
+}
+
+void tt__fields_defaults(const tt__fspec *spec, int nspec, void *req) {
+    for (int j = 0; j < nspec; j++) set_default(&spec[j], (char *)req + spec[j].off);
 }
 
 int tt__fields_decode(const tt__msg *m, const tt__fspec *spec, int nspec, void *req, uint32_t *present,
@@ -334,19 +387,148 @@ int tt__fields_decode(const tt__msg *m, const tt__fspec *spec, int nspec, void *
             if (rc < 0) return rc;
             continue;
         }
-        switch (f->type) {
-        case TT_FT_INT: *(int64_t *)(void *)slot = f->def; break;
-        case TT_FT_HEX: slot[0] = '\0'; break;
-        case TT_FT_DTYPE:
-        case TT_FT_ENUM:
-        case TT_FT_WORD: *(int *)(void *)slot = (int)f->def; break;
-        case TT_FT_INTS:
-        case TT_FT_DTYPES: ((tt__ints *)(void *)slot)->n = 0; break;
-        case TT_FT_TEXT: *(const char **)(void *)slot = NULL; break;
-        }
+        set_default(f, slot);
     }
     *present = has;
     return 0;
+}
+
+/* The value of one field as text into val; the decoder's checks, so what
+ * one end writes the other reads back. */
+static int encode_one(const tt__fspec *f, const char *slot, char *val, size_t vlen, char *err,
+                      size_t errlen) {
+    switch (f->type) {
+    case TT_FT_INT: {
+        int64_t v = *(const int64_t *)(const void *)slot;
+        if (v < f->min || v > f->max) {
+            snprintf(err, errlen, "%s %lld is out of range %lld..%lld", f->name, (long long)v,
+                     (long long)f->min, (long long)f->max);
+            return TT_ERR_RANGE;
+        }
+        snprintf(val, vlen, "%lld", (long long)v);
+        return 0;
+    }
+    case TT_FT_HEX:
+        if (!tt__is_hex_id(slot))
+            return fail_field(err, errlen, TT_ERR_INVAL, "%s '%.40s' must be 1..32 lower-case hex digits",
+                              f->name, slot);
+        snprintf(val, vlen, "%s", slot);
+        return 0;
+    case TT_FT_DTYPE: {
+        const char *n = tt__dtype_name((tt_dtype) * (const int *)(const void *)slot);
+        if (!n) return fail_name(err, errlen, TT_ERR_UNSUPPORTED, "%s is not a dtype", f->name);
+        snprintf(val, vlen, "%s", n);
+        return 0;
+    }
+    case TT_FT_WORD: {
+        int w = *(const int *)(const void *)slot, n = 0;
+        while (f->words[n]) n++;
+        if (w < 0 || w >= n)
+            return fail_name(err, errlen, TT_ERR_UNSUPPORTED, "%s is not one of its words", f->name);
+        snprintf(val, vlen, "%s", f->words[w]);
+        return 0;
+    }
+    case TT_FT_INTS:
+    case TT_FT_DTYPES: {
+        const tt__ints *l = (const tt__ints *)(const void *)slot;
+        if (l->n < 1 || l->n > TT_LIST_MAX)
+            return fail_name(err, errlen, TT_ERR_RANGE, "%s needs 1..64 values", f->name);
+        size_t used = 0;
+        for (int i = 0; i < l->n; i++) {
+            char item[24];
+            if (f->type == TT_FT_DTYPES) {
+                const char *n = tt__dtype_name((tt_dtype)l->v[i]);
+                if (!n)
+                    return fail_name(err, errlen, TT_ERR_UNSUPPORTED, "%s has a value that is not a dtype",
+                                     f->name);
+                snprintf(item, sizeof item, "%s", n);
+            } else {
+                if (l->v[i] < f->min || l->v[i] > f->max)
+                    return fail_name(err, errlen, TT_ERR_RANGE, "%s has a value out of range", f->name);
+                snprintf(item, sizeof item, "%lld", (long long)l->v[i]);
+            }
+            int n = snprintf(val + used, vlen - used, "%s%s", i ? "," : "", item);
+            if (n < 0 || (size_t)n >= vlen - used)
+                return fail_name(err, errlen, TT_ERR_RANGE, "%s is too long", f->name);
+            used += (size_t)n;
+        }
+        return 0;
+    }
+    case TT_FT_TEXT: {
+        const char *t = *(const char *const *)(const void *)slot;
+        size_t n = t ? strlen(t) : 0;
+        if (n == 0) return fail_name(err, errlen, TT_ERR_INVAL, "%s is empty", f->name);
+        for (size_t i = 0; i < n;) {
+            size_t u = utf8_len((const unsigned char *)t + i, n - i);
+            if ((unsigned char)t[i] <= ' ' || t[i] == 0x7f || u == 0)
+                return fail_field(err, errlen, TT_ERR_INVAL, "%s '%.40s' is not one word of UTF-8 text",
+                                  f->name, t);
+            i += u;
+        }
+        if (n >= vlen) return fail_name(err, errlen, TT_ERR_RANGE, "%s is too long", f->name);
+        memcpy(val, t, n + 1);
+        return 0;
+    }
+    case TT_FT_REAL: {
+        double d = *(const double *)(const void *)slot;
+        if (!isfinite(d) || d < (double)f->min || d > (double)f->max) {
+            snprintf(err, errlen, "%s %g is not a finite number in %lld..%lld", f->name, d, (long long)f->min,
+                     (long long)f->max);
+            return TT_ERR_RANGE;
+        }
+        snprintf(val, vlen, "%.6g", d);
+        return 0;
+    }
+    case TT_FT_CONFIG:
+        if (tt_config_format((const tt_config *)(const void *)slot, val, vlen) < 0)
+            return fail_name(err, errlen, TT_ERR_RANGE, "%s is not a variant's config", f->name);
+        return 0;
+    case TT_FT_PCT: {
+        size_t n = strnlen(slot, (size_t)f->max);
+        if (n == 0) return fail_name(err, errlen, TT_ERR_INVAL, "%s is empty", f->name);
+        if (n >= (size_t)f->max || 3 * n >= vlen)
+            return fail_name(err, errlen, TT_ERR_RANGE, "%s is too long", f->name);
+        tt__pct_encode(slot, val, vlen);
+        return 0;
+    }
+    case TT_FT_ENUM: break;
+    }
+    return fail_name(err, errlen, TT_ERR_INVAL, "%s has a type the table cannot write", f->name);
+}
+
+int tt__fields_encode(const char *verb, const tt__fspec *spec, int nspec, const void *req, uint32_t present,
+                      char *buf, size_t len, char *err, size_t errlen) {
+    if (nspec > 32 || (nspec < 32 && present >> nspec)) {
+        snprintf(err, errlen, "%s: a field that is not in its table", verb);
+        return TT_ERR_INVAL;
+    }
+    char val[TT_LINE_MAX + 1];
+    size_t used = strlen(verb);
+    if (used >= len) goto toolong;
+    memcpy(buf, verb, used + 1);
+    for (int j = 0; j < nspec; j++) {
+        const tt__fspec *f = &spec[j];
+        if (!TT_HAS(present, j)) {
+            if (f->required) {
+                snprintf(err, errlen, "%s: missing field '%s'", verb, f->name);
+                return TT_ERR_INVAL;
+            }
+            continue;
+        }
+        char ferr[200];
+        int rc = encode_one(f, (const char *)req + f->off, val, sizeof val, ferr, sizeof ferr);
+        if (rc < 0) {
+            snprintf(err, errlen, "%s: %s", verb, ferr);
+            return rc;
+        }
+        int n = snprintf(buf + used, len - used, " %s=%s", f->name, val);
+        if (n < 0 || (size_t)n >= len - used) goto toolong;
+        used += (size_t)n;
+    }
+    return (int)used;
+toolong:
+    snprintf(err, errlen, "%s: the line does not fit", verb);
+    return TT_ERR_RANGE;
 }
 
 void tt__pct_encode(const char *in, char *out, size_t len) {
@@ -360,10 +542,11 @@ void tt__pct_encode(const char *in, char *out, size_t len) {
     out[o] = '\0';
 }
 
-void tt__pct_decode(const char *in, char *out, size_t len) {
-    size_t o = 0;
-    if (!len) return;
-    for (size_t i = 0; in[i] && o + 1 < len; i++) {
+int tt__pct_decode(const char *in, char *out, size_t len) {
+    size_t o = 0, i = 0;
+    int rc = 0;
+    if (!len) return TT_ERR_RANGE;
+    for (; in[i] && o + 1 < len; i++) {
         unsigned hi, lo;
         if (in[i] == '%' && isxdigit((unsigned char)in[i + 1]) && isxdigit((unsigned char)in[i + 2]) &&
             sscanf(in + i + 1, "%1x%1x", &hi, &lo) == 2) {
@@ -371,8 +554,20 @@ void tt__pct_decode(const char *in, char *out, size_t len) {
             out[o++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
             i += 2;
         } else {
+            if (in[i] == '%') rc = TT_ERR_INVAL;
             out[o++] = in[i];
         }
     }
     out[o] = '\0';
+    if (in[i] && !rc) rc = TT_ERR_RANGE;
+    /* Bytes that are not UTF-8 (a name cut mid-character too) would make
+     * the export of its records one other nodes refuse: '?' as well. */
+    for (size_t k = 0; k < o;) {
+        size_t n = utf8_len((const unsigned char *)out + k, o - k);
+        if (n == 0)
+            out[k++] = '?';
+        else
+            k += n;
+    }
+    return rc;
 }

@@ -48,14 +48,17 @@ const char *tt__msg_get(const tt__msg *m, const char *key);
 #define TT_LIST_MAX 64 /* values of one list field */
 
 typedef enum tt__ftype {
-    TT_FT_INT,      /* int64_t in [min, max]; absent: def */
-    TT_FT_HEX,      /* char[TT_ID_MAX]: 1..32 lower-case hex digits; absent: "" */
-    TT_FT_DTYPE,    /* int (tt_dtype): fp16 or bf16 */
-    TT_FT_WORD,     /* int: the index of the value in `words`; absent: def */
-    TT_FT_ENUM,     /* int: what `parse` makes of it (< 0: not one); absent: def */
-    TT_FT_INTS,     /* tt__ints: comma-separated int64_t in [min, max] */
-    TT_FT_DTYPES,   /* tt__ints of tt_dtype values */
-    TT_FT_TEXT,     /* const char *: the value as sent (NULL when absent) */
+    TT_FT_INT,    /* int64_t in [min, max]; absent: def */
+    TT_FT_HEX,    /* char[TT_ID_MAX]: 1..32 lower-case hex digits; absent: "" */
+    TT_FT_DTYPE,  /* int (tt_dtype): fp16 or bf16 */
+    TT_FT_WORD,   /* int: the index of the value in `words`; absent: def */
+    TT_FT_ENUM,   /* int: what `parse` makes of it (< 0: not one); absent: def */
+    TT_FT_INTS,   /* tt__ints: comma-separated int64_t in [min, max] */
+    TT_FT_DTYPES, /* tt__ints of tt_dtype values */
+    TT_FT_TEXT,   /* const char *: the value as sent (NULL when absent) */
+    TT_FT_REAL,   /* double: finite, in [min, max]; absent: def; written %.6g */
+    TT_FT_CONFIG, /* tt_config: tt_config_parse / tt_config_format */
+    TT_FT_PCT,    /* char[max]: free text, percent-encoded on the wire (tt__pct_*); absent: "" */
 } tt__ftype;
 
 typedef struct tt__ints {
@@ -88,6 +91,21 @@ typedef struct tt__fspec {
 int tt__fields_decode(const tt__msg *m, const tt__fspec *spec, int nspec, void *req, uint32_t *present,
                       char *err, size_t errlen);
 
+/* Every field of `req` at its default, as if none were sent. */
+void tt__fields_defaults(const tt__fspec *spec, int nspec, void *req);
+
+/*
+ * The inverse: writes "VERB f=v ..." with the fields of `req` whose bit is
+ * set in `present`, in table order (no '\n'). Refuses, with the field
+ * named: a bit past the table or a required field left out
+ * (TT_ERR_INVAL), a value the decoder would refuse (out of range, not of
+ * its type, empty text: TT_ERR_RANGE or TT_ERR_INVAL), TT_FT_ENUM (no
+ * inverse), and a line that does not fit (TT_ERR_RANGE). Returns the
+ * length.
+ */
+int tt__fields_encode(const char *verb, const tt__fspec *spec, int nspec, const void *req, uint32_t present,
+                      char *buf, size_t len, char *err, size_t errlen);
+
 /* Strict decimal integer within [min, max], as docs/protocol.md writes a
  * number: "0" or an optional '-' and digits without a leading zero (no
  * "+", "-0", "007", spaces or trailing junk). TT_ERR_INVAL if not a
@@ -109,8 +127,11 @@ int tt__key_format(const tt_key_v2 *key, char *buf, size_t len);
  * with the NUL (text that does not fit is cut at a whole character). */
 void tt__pct_encode(const char *in, char *out, size_t len);
 /* The inverse; a control character decoded (%0A, %00) becomes '?': it
- * would otherwise be stored, exported, and refused by every other node. */
-void tt__pct_decode(const char *in, char *out, size_t len);
+ * would otherwise be stored, exported, and refused by every other node.
+ * Bytes that are not UTF-8 become '?' too. Returns 0, TT_ERR_INVAL for a
+ * '%' without two hex digits after it (kept as it is), TT_ERR_RANGE for
+ * text cut to fit. */
+int tt__pct_decode(const char *in, char *out, size_t len);
 
 /* An "ERR <code> <message>" reply: points at the code word and the message
  * (both inside `line`, which gets a NUL after the code). 0 or TT_ERR_PROTO. */

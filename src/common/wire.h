@@ -1,7 +1,8 @@
 /*
  * The protocol's vocabulary, one list each (docs/protocol.md): request
  * verbs, ERR code words with the client-side status each maps to, LOOKUP
- * match kinds and job states. Every other table (the daemon's dispatch
+ * match kinds, job states, and the measurement statuses and job modes the
+ * worker pipe carries (docs/worker-protocol.md). Every other table (the daemon's dispatch
  * and counters, the client's error mapping, the store's state names, the
  * STATS labels) is expanded from these, so a word is added in one place.
  */
@@ -36,6 +37,13 @@
 #define TT_WIRE_JOB_STATES(X) \
     X(QUEUED, "queued") X(RUNNING, "running") X(DONE, "done") X(FAILED, "failed") X(CANCELLED, "cancelled")
 
+/* Measurement statuses, in tt_meas_status's order (src/tuner/store/record.h). */
+#define TT_WIRE_MEAS_STATUSES(X) \
+    X(OK, "ok") X(WRONG, "wrong") X(FAULT, "fault") X(TIMEOUT, "timeout") X(SKIPPED, "skipped")
+
+/* Job modes, in tt_job_mode's order. */
+#define TT_WIRE_JOB_MODES(X) X(EXHAUSTIVE, "exhaustive") X(FAST, "fast")
+
 typedef enum tt_verb {
 #define X(v, s) TT_VERB_##v,
     TT_WIRE_VERBS(X)
@@ -62,6 +70,18 @@ enum {
     TT_WIRE_JOB_STATES(X)
 #undef X
     TT_JOB_STATE_COUNT
+};
+enum {
+#define X(e, s) TT__N_MEAS_##e,
+    TT_WIRE_MEAS_STATUSES(X)
+#undef X
+    TT_MEAS_STATUS_COUNT
+};
+enum {
+#define X(e, s) TT__N_MODE_##e,
+    TT_WIRE_JOB_MODES(X)
+#undef X
+    TT_JOB_MODE_COUNT
 };
 
 /* The verb of an upper-case wire word, or TT_VERB_OTHER. */

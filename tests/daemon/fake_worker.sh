@@ -5,6 +5,10 @@
 #   gpu      a fake GPU; every key gets variant B measured ok
 #   crash    dies (exit 3) right after TRY of variant A unless told to AVOID it
 #   garbage  answers a MEASURE with a line that breaks the grammar
+#   liar     answers a MEASURE with RESULTs the pipe protocol's table refuses
+#            (variant A at 999 TFLOPS: an unknown field, out of range, not
+#            finite, ok without tflops, an unknown status, a bad id), then
+#            variant B measured ok
 #   slow     every key: variant A measured, $TT_FAKE_DELAY seconds (default 1),
 #            then variant B (tests/worker: cancel, resume, progress)
 #   hang     goes silent after TRY of variant A unless told to AVOID it
@@ -95,6 +99,17 @@ while read -r verb rest; do
         [ "$mode" = slowcrash ] && sleep "${TT_FAKE_DELAY:-1}"
         [ -n "$TT_FAKE_AFTER_CRASH" ] && echo "$TT_FAKE_AFTER_CRASH" >"$TT_FAKE_MODE_FILE"
         exit 3
+    fi
+    if [ "$mode" = liar ]; then
+        echo "TRY id=$id config=$A"
+        for lie in "bogus=1" "busy=7" "spread=inf" "spread=nan" "reps=-1" "batch=0" "regs=1e3"; do
+            echo "RESULT id=$id status=ok config=$A time_ms=0.01 tflops=999 $lie"
+        done
+        echo "RESULT id=$id status=ok config=$A time_ms=0.01"
+        echo "RESULT id=$id status=great config=$A time_ms=0.01 tflops=999"
+        echo "RESULT id=$id status=ok config=family=mma,block_m=7 time_ms=0.01 tflops=999"
+        echo "RESULT id=0$id status=ok config=$A time_ms=0.01 tflops=999"
+        echo "DONE id=$id status=maybe"
     fi
     if [ "$mode" = garbage ]; then
         printf 'RESULT id=%s \001\n' "$id"

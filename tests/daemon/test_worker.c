@@ -151,6 +151,80 @@ TEST(garbage_on_the_pipe_fails_the_key_not_the_daemon) {
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
 }
 
+static int count_measurements(void *ud, const tt_record *rec) {
+    (void)rec;
+    ++*(int *)ud;
+    return 0;
+}
+
+/* How many lines of the daemon's log contain `s`. */
+static int log_count(const td *t, const char *s) {
+    FILE *f = fopen(t->log, "r");
+    char line[2048];
+    int n = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f)) n += strstr(line, s) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* A worker that lies: RESULTs with a field the pipe protocol's table does
+ * not have, a value out of its range or not finite, ok without tflops, a
+ * status that is not one, a malformed id, and a DONE with an unknown
+ * status. Each is refused and logged; only the true RESULT is stored. */
+TEST(lines_the_pipe_table_refuses_are_logged_and_never_stored) {
+    td t;
+    td_init(&t);
+    char gpu[TT_ID_MAX], v[128];
+    td_fake_gpu(gpu);
+    start_with(&t, "liar");
+    int fd = td_connect_ok(&t);
+    td_wait_for(fd, "STATUS", "gpus=1", 5000);
+    ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=128 seqlen=512"), "OK job=1 keys=1", 15) == 0);
+    td_wait_for(fd, "JOBS all=1", "state=done", 5000);
+    const char *r = td_req(fd, "LOOKUP dtype=fp16 hdim=128 seqlen_q=512");
+    ASSERT_STREQ(td_field(r, "config", v, sizeof v), CFG_B);
+    ASSERT_STREQ(td_field(r, "tflops", v, sizeof v), "112.50");
+    ASSERT_STREQ(td_req(fd, "PING"), "OK pong");
+    close(fd);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
+    tt_store *s;
+    char err[256];
+    int n = 0;
+    ASSERT_OK(tt_store_open(t.db, &s, err, sizeof err));
+    ASSERT_OK(tt_store_each_measurement(s, gpu, count_measurements, &n));
+    tt_store_close(s);
+    ASSERT_EQ(n, 1);
+    ASSERT_EQ(log_count(&t, "line refused"), 12);
+    ASSERT_EQ(log_count(&t, "unknown field 'bogus'"), 1);
+    ASSERT_EQ(log_count(&t, "busy '7' is out of range 0..1"), 1);
+    ASSERT_EQ(log_count(&t, "spread 'nan' is not a finite number"), 1);
+    ASSERT_EQ(log_count(&t, "status=ok without 'tflops'"), 1);
+    ASSERT_EQ(log_count(&t, "DONE: status must be one of done, failed"), 1);
+}
+
+/* A HELLO whose GPU name is not percent-encoded: the worker is refused
+ * (killed and restarted), the GPU is never registered. */
+TEST(a_hello_the_pipe_table_refuses_registers_no_gpu) {
+    const char *names[] = {"Bad%zzGPU", "Bad%2"};
+    for (int i = 0; i < 2; i++) {
+        td t;
+        td_init(&t);
+        setenv("TT_FAKE_GPU_NAME", names[i], 1);
+        start_with(&t, "gpu");
+        unsetenv("TT_FAKE_GPU_NAME");
+        int fd = td_connect_ok(&t);
+        long long until = td_now_ms() + 5000;
+        while (td_stat(fd, "worker_failures") < 1 && td_now_ms() < until) usleep(50000);
+        ASSERT(td_stat(fd, "worker_failures") >= 1);
+        ASSERT_CONTAINS(td_req(fd, "STATUS"), "gpus=0");
+        ASSERT_STREQ(td_req(fd, "PING"), "OK pong");
+        close(fd);
+        ASSERT_EQ(td_stop(&t, SIGTERM), 0);
+        ASSERT(log_count(&t, "has a '%' without two hex digits") >= 1);
+    }
+}
+
 /* The MEASURE lines the stand-in got for `job` ($TT_FAKE_LOG). */
 static int measures_of(const char *log, int job) {
     char line[1024], want[32];

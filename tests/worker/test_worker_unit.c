@@ -1,8 +1,10 @@
 /*
  * tiletune-worker's pure parts (worker_search.c): timing statistics, the
  * problem rule, repetition counts, interleaving slices, TFLOP/s, the
- * successive-halving rule; and its helper kernels (worker_check.cu)
- * compiled by NVRTC for sm_80 and sm_90, which needs no GPU.
+ * successive-halving rule; the lines it writes to the daemon, only
+ * through the pipe protocol's table (report.c); and its helper kernels
+ * (worker_check.cu) compiled by NVRTC for sm_80 and sm_90, which needs no
+ * GPU.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 #include "kernels/cuda_api.h"
 #include "tt_test.h"
 #include "tuner/worker/gpu.h"
+#include "tuner/worker/run.h"
 #include "tuner/worker/search.h"
 
 #define NEAR(a, b, eps) ASSERT(fabs((double)(a) - (double)(b)) <= (eps))
@@ -175,6 +178,38 @@ TEST(check_kernels_compile_for_sm80_and_sm90) {
         ASSERT(memcmp(cubin, "\177ELF", 4) == 0);
         free(cubin);
     }
+}
+
+typedef struct sink {
+    int n;
+    char last[TT_LINE_MAX + 1];
+} sink;
+
+static void collect(void *ud, const char *line) {
+    sink *k = ud;
+    k->n++;
+    snprintf(k->last, sizeof k->last, "%s", line);
+}
+
+/* A line written as text still goes out only as the table writes it: a
+ * field not in its message's table, a value out of it, or a word that is
+ * no message never reaches the daemon. */
+TEST(lines_to_the_daemon_go_only_through_the_table) {
+    sink k = {0};
+    ASSERT_OK(tt__wk_emitf(collect, &k, "DONE id=%lld status=failed reason=%s", 12LL, "space"));
+    ASSERT_EQ(k.n, 1);
+    ASSERT_STREQ(k.last, "DONE id=12 status=failed reason=space");
+    ASSERT(tt__wk_emitf(collect, &k, "DONE id=%d status=done elapsed_s=3", 12) < 0);
+    ASSERT(tt__wk_emitf(collect, &k, "DONE id=%d status=finished", 12) < 0);
+    ASSERT(tt__wk_emitf(collect, &k, "PROGRESS id=%d", 12) < 0);
+    ASSERT(tt__wk_emitf(collect, &k, "DONE id=%d reason=two words", 12) < 0);
+    ASSERT_EQ(k.n, 1);
+    ASSERT_OK(tt__wk_say_done(collect, &k, 13, NULL));
+    ASSERT_STREQ(k.last, "DONE id=13 status=done");
+    ASSERT_OK(tt__wk_say_done(collect, &k, 14, "no-correct-variant"));
+    ASSERT_STREQ(k.last, "DONE id=14 status=failed reason=no-correct-variant");
+    ASSERT(tt__wk_say_done(collect, &k, -1, NULL) < 0);
+    ASSERT_EQ(k.n, 3);
 }
 
 TT_TEST_MAIN()

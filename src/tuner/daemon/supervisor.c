@@ -1,7 +1,5 @@
 #include "tuner/daemon/supervisor.h"
 
-#include <errno.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,12 +7,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tuner/daemon/buf.h"
 #include "common/key.h"
+#include "common/pipe.h"
+#include "tuner/daemon/buf.h"
 #include "tuner/daemon/log.h"
-#include "common/proto.h"
 
-#define MAX_GPUS 64
+#define MAX_GPUS TT_PIPE_GPUS_MAX
 #define LINE_CAP (TT_LINE_MAX + 2)
 #define STOP_GRACE_MS 2000
 /* After the worker exits, unread output may still sit in the pipe: give
@@ -365,34 +363,19 @@ static void worker_gone(worker *w) {
 
 /* ---- reading from the worker ------------------------------------------------ */
 
-static int get_i64(const tt__msg *m, const char *k, int64_t min, int64_t max, int64_t *v) {
-    const char *s = tt__msg_get(m, k);
-    if (!s) return TT_ERR_NOTFOUND;
-    return tt__parse_i64(s, min, max, v);
+/* A line the pipe protocol's table refused (common/pipe.h): logged with
+ * the worker, the key and why; the caller decides what it costs. */
+static void refused(worker *w, const char *err) {
+    tt_log_ev(TT_LOG_ERR, w->has_claim ? w->claim.job_id : -1, w->index, w->has_claim ? claim_key(w) : NULL,
+              "worker for GPU %d: line refused (%s)", w->index, err);
 }
 
-static int get_double(const tt__msg *m, const char *k, double *v) {
-    const char *s = tt__msg_get(m, k);
-    if (!s) return TT_ERR_NOTFOUND;
-    char *end;
-    errno = 0;
-    double d = strtod(s, &end);
-    if (*end || end == s || errno || !isfinite(d)) return TT_ERR_INVAL;
-    *v = d;
-    return 0;
-}
-
-static void on_hello(worker *w, const tt__msg *m) {
+static void on_hello(worker *w, const tt__pipe_msg *m) {
     tt_supervisor *s = w->sup;
-    int64_t proto = 0, count = 0, v;
-    const char *rev = tt__msg_get(m, "rev");
-    if (get_i64(m, "proto", 0, 1000, &proto) < 0 || proto != 1 || !rev || !tt__is_hex_id(rev) ||
-        get_i64(m, "gpu_count", 0, MAX_GPUS, &count) < 0) {
-        tt_warn("worker for GPU %d: bad HELLO (need proto=1, rev=<hex>, gpu_count=N)", w->index);
-        kill_worker(w, KILL_PROTO, SIGKILL);
-        return;
-    }
-    snprintf(s->rev, sizeof s->rev, "%s", rev);
+    const tt__pipe_hello *h = &m->u.hello;
+    char err[256];
+    int count = (int)h->gpu_count;
+    snprintf(s->rev, sizeof s->rev, "%s", h->rev);
     identity_changed(s);
     uv_timer_stop(&w->timer);
     if (w->index == 0) {
@@ -409,37 +392,39 @@ static void on_hello(worker *w, const tt__msg *m) {
             spawn(n);
         }
     }
-    const char *name = tt__msg_get(m, "name");
-    if (!name) {
+    if (!TT_PIPE_HAS(m, hello, name)) {
         if (w->had_gpu && !w->lost)
             tt_log_ev(TT_LOG_ERR, -1, w->index, NULL,
                       "GPU %d is gone (its worker finds no GPU %d of %d): lost until a probe finds it; "
-                      "the other GPUs go on", w->index, w->index, (int)count);
+                      "the other GPUs go on",
+                      w->index, w->index, count);
         else
-            tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "worker for GPU %d found no GPU (%d visible); tuning waits for a GPU",
-                      w->index, (int)count);
+            tt_log_ev(TT_LOG_INFO, -1, w->index, NULL,
+                      "worker for GPU %d found no GPU (%d visible); tuning waits for a GPU", w->index, count);
         w->lost = w->had_gpu;
         settle_blame(w, 0);
         w->state = W_NOGPU;
         close_handle((uv_handle_t *)&w->in); /* EOF: the worker may leave */
         return;
     }
+    if (tt__pipe_hello_gpu(m, err, sizeof err) < 0) {
+        refused(w, err);
+        kill_worker(w, KILL_PROTO, SIGKILL);
+        return;
+    }
     tt_gpu_info g;
     memset(&g, 0, sizeof g);
-    tt__pct_decode(name, g.name, sizeof g.name);
-    const char *str;
-    if ((str = tt__msg_get(m, "driver"))) tt__pct_decode(str, g.driver, sizeof g.driver);
-    if ((str = tt__msg_get(m, "cuda"))) tt__pct_decode(str, g.cuda, sizeof g.cuda);
-    if ((str = tt__msg_get(m, "nvrtc"))) tt__pct_decode(str, g.nvrtc, sizeof g.nvrtc);
-    if (get_i64(m, "cc_major", 1, 100, &v) < 0) goto bad;
-    g.cc_major = (int32_t)v;
-    if (get_i64(m, "cc_minor", 0, 100, &v) < 0) goto bad;
-    g.cc_minor = (int32_t)v;
-    if (get_i64(m, "sms", 1, 100000, &v) < 0) goto bad;
-    g.sm_count = (int32_t)v;
-    if (get_i64(m, "mem_bytes", 1, INT64_MAX, &g.mem_bytes) < 0) goto bad;
+    _Static_assert(sizeof g.name >= sizeof h->name && sizeof g.driver >= sizeof h->driver, "GPU texts fit");
+    snprintf(g.name, sizeof g.name, "%s", h->name);
+    snprintf(g.driver, sizeof g.driver, "%s", h->driver);
+    snprintf(g.cuda, sizeof g.cuda, "%s", h->cuda);
+    snprintf(g.nvrtc, sizeof g.nvrtc, "%s", h->nvrtc);
+    g.cc_major = (int32_t)h->cc_major;
+    g.cc_minor = (int32_t)h->cc_minor;
+    g.sm_count = (int32_t)h->sms;
+    g.mem_bytes = h->mem_bytes;
     tt_gpu_fingerprint(g.name, g.cc_major, g.cc_minor, g.sm_count, g.mem_bytes, g.fingerprint);
-    if (tt_store_put_gpu(s->store, &g) < 0 || tt_store_put_rev(s->store, rev, NULL) < 0) {
+    if (tt_store_put_gpu(s->store, &g) < 0 || tt_store_put_rev(s->store, h->rev, NULL) < 0) {
         tt_err("registering GPU %d in the database failed: %s", w->index, tt_store_errmsg(s->store));
         kill_worker(w, KILL_PROTO, SIGKILL);
         return;
@@ -452,100 +437,103 @@ static void on_hello(worker *w, const tt__msg *m) {
     w->lost = 0;
     if (w->index == 0) identity_changed(s);
     w->state = W_IDLE;
-    tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "worker for GPU %d ready: %s (sm_%d%d, fingerprint %s), kernel revision %s", w->index,
-            g.name, g.cc_major, g.cc_minor, g.fingerprint, rev);
+    tt_log_ev(TT_LOG_INFO, -1, w->index, NULL,
+              "worker for GPU %d ready: %s (sm_%d%d, fingerprint %s), kernel revision %s", w->index, g.name,
+              g.cc_major, g.cc_minor, g.fingerprint, h->rev);
     dispatch(w);
-    return;
-bad:
-    tt_warn("worker for GPU %d: HELLO lacks cc_major, cc_minor, sms or mem_bytes", w->index);
-    kill_worker(w, KILL_PROTO, SIGKILL);
 }
 
-static void on_result(worker *w, const tt__msg *m) {
+static void on_result(worker *w, const tt__pipe_msg *m) {
+    const tt__pipe_result *res = &m->u.result;
+    char err[256];
+    if (tt__pipe_result_check(m, err, sizeof err) < 0) {
+        refused(w, err);
+        return;
+    }
     tt_record r;
     tt_record_init(&r);
     r.key = w->rkey;
-    const char *st = tt__msg_get(m, "status"), *cfg = tt__msg_get(m, "config");
-    int64_t v;
-    if (!st || tt_meas_status_parse(st, &r.status) < 0 || !cfg || tt_config_parse(cfg, &r.config) < 0)
-        goto bad;
-    r.batch = w->claim.batch;
-    r.heads = w->claim.heads;
-    if (get_i64(m, "batch", 1, INT32_MAX, &v) == 0) r.batch = (int32_t)v;
-    if (get_i64(m, "heads", 1, INT32_MAX, &v) == 0) r.heads = (int32_t)v;
-    int need = r.status == TT_MEAS_OK;
-    int rc = get_double(m, "time_ms", &r.time_ms);
-    if (rc == TT_ERR_INVAL || (need && rc < 0)) goto bad;
-    rc = get_double(m, "tflops", &r.tflops);
-    if (rc == TT_ERR_INVAL || (need && rc < 0)) goto bad;
-    if (get_double(m, "time_min_ms", &r.time_min_ms) == TT_ERR_INVAL) goto bad;
-    if (get_double(m, "spread", &r.spread) == TT_ERR_INVAL) goto bad;
-    static const struct {
-        const char *name;
-        size_t off;
-    } ints[] = {
-        {"reps", offsetof(tt_record, reps)},         {"sm_clock_mhz", offsetof(tt_record, sm_clock_mhz)},
-        {"temp_c", offsetof(tt_record, temp_c)},     {"busy", offsetof(tt_record, busy)},
-        {"regs", offsetof(tt_record, regs)},         {"smem_bytes", offsetof(tt_record, smem_bytes)},
-        {"spill_bytes", offsetof(tt_record, spill_bytes)},
-    };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        rc = get_i64(m, ints[i].name, 0, INT32_MAX, &v);
-        if (rc == 0) *(int32_t *)((char *)&r + ints[i].off) = (int32_t)v;
-        else if (rc != TT_ERR_NOTFOUND) goto bad;
-    }
+    r.config = res->config;
+    r.status = (tt_meas_status)res->status; /* TT_WIRE_MEAS_STATUSES: tt_meas_status's order */
+    r.batch = TT_PIPE_HAS(m, result, batch) ? (int32_t)res->batch : w->claim.batch;
+    r.heads = TT_PIPE_HAS(m, result, heads) ? (int32_t)res->heads : w->claim.heads;
+    if (TT_PIPE_HAS(m, result, time_ms)) r.time_ms = res->time_ms;
+    if (TT_PIPE_HAS(m, result, tflops)) r.tflops = res->tflops;
+    if (TT_PIPE_HAS(m, result, time_min_ms)) r.time_min_ms = res->time_min_ms;
+    if (TT_PIPE_HAS(m, result, spread)) r.spread = res->spread;
+    /* the table's ranges hold each in an int32_t */
+    if (TT_PIPE_HAS(m, result, reps)) r.reps = (int32_t)res->reps;
+    if (TT_PIPE_HAS(m, result, sm_clock_mhz)) r.sm_clock_mhz = (int32_t)res->sm_clock_mhz;
+    if (TT_PIPE_HAS(m, result, temp_c)) r.temp_c = (int32_t)res->temp_c;
+    if (TT_PIPE_HAS(m, result, busy)) r.busy = (int32_t)res->busy;
+    if (TT_PIPE_HAS(m, result, regs)) r.regs = (int32_t)res->regs;
+    if (TT_PIPE_HAS(m, result, smem_bytes)) r.smem_bytes = (int32_t)res->smem_bytes;
+    if (TT_PIPE_HAS(m, result, spill_bytes)) r.spill_bytes = (int32_t)res->spill_bytes;
     r.measured_at = (int64_t)time(NULL);
     snprintf(r.node, sizeof r.node, "%s", w->sup->hostname);
     if (w->trying && tt_config_equal(&w->try_cfg, &r.config)) w->trying = 0;
     record(w, &r);
-    return;
-bad:
-    tt_warn("worker for GPU %d: RESULT with a missing or bad field ignored", w->index);
 }
 
 static void on_line(worker *w, char *line, size_t len) {
-    tt__msg m;
-    const char *perr;
-    if (tt__proto_parse(line, len, &m, &perr) < 0) {
-        tt_warn("worker for GPU %d broke the pipe protocol (%s): killing it", w->index, perr);
+    tt__pipe_msg m;
+    char err[256];
+    int rc = tt__pipe_parse(line, len, &m, err, sizeof err);
+    if (rc == TT_ERR_PROTO) {
+        tt_warn("worker for GPU %d broke the pipe protocol (%s): killing it", w->index, err);
         kill_worker(w, KILL_PROTO, SIGKILL);
         return;
     }
-    if (strcmp(m.verb, "HELLO") == 0) {
-        if (w->state == W_STARTING) on_hello(w, &m);
+    if (rc == TT_ERR_NOTFOUND || m.kind == TT_PIPE_MEASURE || m.kind == TT_PIPE_AVOID) {
+        /* a later version's progress line, or one the daemon sends */
+        tt_debug("worker for GPU %d: unknown line ignored (%s)", w->index,
+                 rc < 0 ? err : tt__pipe_word(m.kind));
+        return;
+    }
+    if (m.kind == TT_PIPE_HELLO) {
+        if (w->state != W_STARTING) return;
+        if (rc < 0) {
+            refused(w, err);
+            kill_worker(w, KILL_PROTO, SIGKILL);
+        } else {
+            on_hello(w, &m);
+        }
         return;
     }
     if (w->state != W_BUSY) {
-        tt_debug("worker for GPU %d: %s outside a key ignored", w->index, m.verb);
+        tt_debug("worker for GPU %d: %s outside a key ignored", w->index, tt__pipe_word(m.kind));
         return;
     }
-    int64_t id;
-    if (get_i64(&m, "id", 0, INT64_MAX, &id) < 0 || id != w->task) {
-        tt_debug("worker for GPU %d: %s for another task ignored", w->index, m.verb);
+    /* TRY, RESULT or DONE the table refused: nothing of it is believed,
+     * not even its id. A RESULT or TRY lost is a variant not recorded; a
+     * DONE lost leaves the worker silent until the silence limit. */
+    if (rc < 0) {
+        refused(w, err);
+        return;
+    }
+    if (tt__pipe_task(&m) != w->task) {
+        tt_debug("worker for GPU %d: %s for another task ignored", w->index, tt__pipe_word(m.kind));
         return;
     }
     /* Any line from the worker shows it is alive: the silence limit is
      * per line, so a long key is fine as long as variants come back. */
     timer_start(w, on_timeout, (uint64_t)w->sup->opts.measure_timeout_s * 1000);
-    if (strcmp(m.verb, "TRY") == 0) {
-        const char *cfg = tt__msg_get(&m, "config");
-        if (cfg && tt_config_parse(cfg, &w->try_cfg) == 0) w->trying = 1;
-        else tt_warn("worker for GPU %d: TRY without a valid config ignored", w->index);
-    } else if (strcmp(m.verb, "RESULT") == 0) {
+    if (m.kind == TT_PIPE_TRY) {
+        w->try_cfg = m.u.try.config;
+        w->trying = 1;
+    } else if (m.kind == TT_PIPE_RESULT) {
         on_result(w, &m);
-    } else if (strcmp(m.verb, "DONE") == 0) {
-        const char *st = tt__msg_get(&m, "status");
-        int failed = st && strcmp(st, "failed") == 0;
-        if (failed) tt_log_ev(TT_LOG_WARN, w->claim.job_id, w->index, claim_key(w), "worker for GPU %d: key %d of job %lld failed: %s", w->index, w->claim.seq,
-                            (long long)w->claim.job_id,
-                            tt__msg_get(&m, "reason") ? tt__msg_get(&m, "reason") : "no reason given");
+    } else {
+        int failed = m.u.done.status == TT_PIPE_KEY_FAILED;
+        if (failed)
+            tt_log_ev(TT_LOG_WARN, w->claim.job_id, w->index, claim_key(w),
+                      "worker for GPU %d: key %d of job %lld failed: %s", w->index, w->claim.seq,
+                      (long long)w->claim.job_id, m.u.done.reason ? m.u.done.reason : "no reason given");
         finish_key(w, failed ? TT_JKEY_FAILED : TT_JKEY_DONE);
         w->failures = 0;
         w->state = W_IDLE;
         uv_timer_stop(&w->timer);
         dispatch(w);
-    } else {
-        tt_debug("worker for GPU %d: unknown line %s ignored", w->index, m.verb);
     }
 }
 
@@ -652,12 +640,49 @@ typedef struct avoid_ctx {
 
 static int add_avoid(void *ud, const tt_config *cfg, tt_meas_status st) {
     avoid_ctx *a = ud;
-    char text[TT_CONFIG_TEXT_MAX];
+    char line[TT_LINE_MAX + 1], err[256];
     (void)st;
-    if (tt_config_format(cfg, text, sizeof text) < 0) return 0;
-    tt_buf_printf(a->b, "AVOID config=%s\n", text);
+    /* more than the protocol's limit: the rest are measured again (and
+     * recorded failed again); the space is far smaller */
+    if (a->n == TT_PIPE_AVOID_MAX) return 0;
+    tt__pipe_msg m;
+    tt__pipe_init(&m, TT_PIPE_AVOID);
+    TT_PIPE_SET(&m, avoid, config, *cfg);
+    if (tt__pipe_format(&m, line, sizeof line, err, sizeof err) < 0) {
+        tt_warn("a failed variant left out of AVOID: %s", err);
+        return 0;
+    }
+    tt_buf_printf(a->b, "%s\n", line);
     a->n++;
     return 0;
+}
+
+/* MEASURE for the worker's claim, then its AVOID lines. */
+static int measure_lines(worker *w, tt_buf *out, char *err, size_t errlen) {
+    tt_supervisor *s = w->sup;
+    tt_buf avoid;
+    tt_buf_init(&avoid);
+    avoid_ctx a = {&avoid, 0};
+    if (tt_store_failed_configs(s->store, &w->rkey, add_avoid, &a) < 0)
+        tt_warn("reading failed variants: %s", tt_store_errmsg(s->store));
+    tt__pipe_msg m;
+    tt__pipe_init(&m, TT_PIPE_MEASURE);
+    TT_PIPE_SET(&m, measure, id, w->task);
+    TT_PIPE_SET(&m, measure, job, w->claim.job_id);
+    TT_PIPE_SET(&m, measure, seq, w->claim.seq);
+    tt__pipe_measure_set_key(&m, &w->rkey);
+    TT_PIPE_SET(&m, measure, mode, (int)w->claim.mode);
+    TT_PIPE_SET(&m, measure, batch, w->claim.batch);
+    TT_PIPE_SET(&m, measure, heads, w->claim.heads);
+    TT_PIPE_SET(&m, measure, avoid, a.n);
+    char line[TT_LINE_MAX + 1];
+    int rc = tt__pipe_format(&m, line, sizeof line, err, errlen);
+    if (rc >= 0) {
+        tt_buf_printf(out, "%s\n", line);
+        if (avoid.len) tt_buf_append(out, avoid.data, avoid.len);
+    }
+    tt_buf_free(&avoid);
+    return rc;
 }
 
 static void dispatch(worker *w) {
@@ -665,37 +690,40 @@ static void dispatch(worker *w) {
     if (s->stopping) return;
     drop_if_cancelled(w);
     if (w->state != W_IDLE) return;
-    if (!w->has_claim) {
-        int rc = tt_store_job_next_key(s->store, w->gpu.fingerprint, &w->claim);
-        if (rc == TT_ERR_NOTFOUND) return;
-        if (rc < 0) {
-            tt_err("claiming a job key failed: %s", tt_store_errmsg(s->store));
-            return;
+    for (;;) {
+        if (!w->has_claim) {
+            int rc = tt_store_job_next_key(s->store, w->gpu.fingerprint, &w->claim);
+            if (rc == TT_ERR_NOTFOUND) return;
+            if (rc < 0) {
+                tt_err("claiming a job key failed: %s", tt_store_errmsg(s->store));
+                return;
+            }
+            w->has_claim = 1;
+            w->crashes = 0;
+            w->rkey = w->claim.key;
+            if (!w->rkey.gpu[0]) snprintf(w->rkey.gpu, sizeof w->rkey.gpu, "%s", w->gpu.fingerprint);
+            if (!w->rkey.rev[0]) snprintf(w->rkey.rev, sizeof w->rkey.rev, "%s", s->rev);
         }
-        w->has_claim = 1;
-        w->crashes = 0;
-        w->rkey = w->claim.key;
-        if (!w->rkey.gpu[0]) snprintf(w->rkey.gpu, sizeof w->rkey.gpu, "%s", w->gpu.fingerprint);
-        if (!w->rkey.rev[0]) snprintf(w->rkey.rev, sizeof w->rkey.rev, "%s", s->rev);
+        w->trying = 0;
+        w->task = ++s->next_task;
+        tt_buf line;
+        tt_buf_init(&line);
+        char err[256];
+        if (measure_lines(w, &line, err, sizeof err) >= 0) {
+            send_buf(w, &line);
+            break;
+        }
+        /* a key the protocol cannot carry (a store older than a range):
+         * it fails, the next one is tried */
+        tt_buf_free(&line);
+        tt_log_ev(TT_LOG_ERR, w->claim.job_id, w->index, claim_key(w), "key %d of job %lld failed: %s",
+                  w->claim.seq, (long long)w->claim.job_id, err);
+        finish_key(w, TT_JKEY_FAILED);
     }
-    w->trying = 0;
-    w->task = ++s->next_task;
-    tt_buf avoid, line;
-    tt_buf_init(&avoid);
-    tt_buf_init(&line);
-    avoid_ctx a = {&avoid, 0};
-    if (tt_store_failed_configs(s->store, &w->rkey, add_avoid, &a) < 0)
-        tt_warn("reading failed variants: %s", tt_store_errmsg(s->store));
-    char key[256];
-    tt__key_format(&w->rkey, key, sizeof key);
-    tt_buf_printf(&line, "MEASURE id=%lld job=%lld seq=%d %s mode=%s batch=%d heads=%d avoid=%d\n",
-                  (long long)w->task, (long long)w->claim.job_id, (int)w->claim.seq, key,
-                  tt_job_mode_name(w->claim.mode), (int)w->claim.batch, (int)w->claim.heads, a.n);
-    if (avoid.len) tt_buf_append(&line, avoid.data, avoid.len);
-    tt_buf_free(&avoid);
-    send_buf(w, &line);
     w->state = W_BUSY;
     timer_start(w, on_timeout, (uint64_t)s->opts.measure_timeout_s * 1000);
+    char key[256];
+    tt__key_format(&w->rkey, key, sizeof key);
     tt_log_ev(TT_LOG_INFO, w->claim.job_id, w->index, key, "GPU %d: measuring %s (job %lld)", w->index, key, (long long)w->claim.job_id);
 }
 

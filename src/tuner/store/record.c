@@ -9,8 +9,24 @@
 
 /* ---- names ----------------------------------------------------------------- */
 
-static const char *const meas_names[] = {"ok", "wrong", "fault", "timeout", "skipped"};
-static const char *const mode_names[] = {"exhaustive", "fast"};
+static const char *const meas_names[] = {
+#define X(e, s) s,
+    TT_WIRE_MEAS_STATUSES(X)
+#undef X
+};
+#define X(e, s) \
+    _Static_assert((int)TT_MEAS_##e == (int)TT__N_MEAS_##e, "TT_WIRE_MEAS_STATUSES follows tt_meas_status");
+TT_WIRE_MEAS_STATUSES(X)
+#undef X
+static const char *const mode_names[] = {
+#define X(e, s) s,
+    TT_WIRE_JOB_MODES(X)
+#undef X
+};
+#define X(e, s) \
+    _Static_assert((int)TT_JOB_##e == (int)TT__N_MODE_##e, "TT_WIRE_JOB_MODES follows tt_job_mode");
+TT_WIRE_JOB_MODES(X)
+#undef X
 static const char *const job_names[] = {
 #define X(e, s) s,
     TT_WIRE_JOB_STATES(X)

@@ -12,11 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/key.h"
-#include "common/proto.h"
-#include "tuner/worker/gpu.h"
-
-#define AVOID_MAX 4096
+#include "common/pipe.h"
+#include "tuner/worker/run.h"
 
 #ifdef TT_FAULT_INJECTION
 #define INJECT_USAGE " [--inject]"
@@ -78,31 +75,48 @@ static int proto_error(const char *what) {
     return 2;
 }
 
-static int measure_line(tt_worker *w, tt__msg *m, tt_config *avoid) {
+/* One MEASURE and the AVOID lines after it. */
+static int measure_line(tt_worker *w, const tt__pipe_msg *m, tt_config *avoid) {
     char err[256], line[TT_LINE_MAX + 2];
+    const tt__pipe_measure *q = &m->u.measure;
     tt_wtask t;
     memset(&t, 0, sizeof t);
-    int64_t v, navoid = 0;
-    const char *s;
-    if (!(s = tt__msg_get(m, "id")) || tt__parse_i64(s, 0, INT64_MAX, &t.id) < 0)
-        return proto_error("MEASURE without id");
-    if (tt__key_from_msg(m, &t.key, err, sizeof err) < 0) return proto_error(err);
-    if ((s = tt__msg_get(m, "avoid")) && tt__parse_i64(s, 0, AVOID_MAX, &navoid) < 0)
-        return proto_error("bad avoid count");
-    if ((s = tt__msg_get(m, "batch")) && tt__parse_i64(s, 0, 1 << 20, &v) == 0) t.batch = (int32_t)v;
-    if ((s = tt__msg_get(m, "heads")) && tt__parse_i64(s, 0, 1 << 16, &v) == 0) t.heads = (int32_t)v;
-    t.fast = (s = tt__msg_get(m, "mode")) && strcmp(s, "fast") == 0;
-    for (int64_t i = 0; i < navoid; i++) {
-        tt__msg a;
-        const char *perr;
+    t.id = q->id;
+    if (tt__pipe_measure_key(m, &t.key, err, sizeof err) < 0) return proto_error(err);
+    t.batch = (int32_t)q->batch;
+    t.heads = (int32_t)q->heads;
+    t.fast = q->mode == TT__N_MODE_FAST;
+    for (int64_t i = 0; i < q->avoid; i++) {
+        tt__pipe_msg a;
         if (read_line(line, sizeof line) != 1) return proto_error("missing AVOID line");
-        if (tt__proto_parse(line, strlen(line), &a, &perr) < 0 || strcmp(a.verb, "AVOID") != 0 ||
-            !(s = tt__msg_get(&a, "config")) || tt_config_parse(s, &avoid[t.navoid]) < 0)
-            return proto_error("bad AVOID line");
-        t.navoid++;
+        if (tt__pipe_parse(line, strlen(line), &a, err, sizeof err) < 0) return proto_error(err);
+        if (a.kind != TT_PIPE_AVOID) return proto_error("a line other than AVOID after MEASURE");
+        avoid[t.navoid++] = a.u.avoid.config;
     }
     t.avoid = avoid;
     return tt_worker_measure(w, &t, emit, NULL) == TT_WORKER_EXIT ? 3 : 0;
+}
+
+/* HELLO: the protocol, the kernel revision, the GPUs; this worker's GPU
+ * if it has one. */
+static void say_hello(const tt_worker_hello *h, int gpu) {
+    tt__pipe_msg m;
+    tt__pipe_init(&m, TT_PIPE_HELLO);
+    TT_PIPE_SET(&m, hello, proto, TT_PIPE_PROTO);
+    TT_PIPE_SET_TEXT(&m, hello, rev, h->rev[0] ? h->rev : "0");
+    TT_PIPE_SET(&m, hello, gpu_count, h->gpu_count);
+    if (h->has_gpu) {
+        TT_PIPE_SET(&m, hello, index, gpu);
+        TT_PIPE_SET_TEXT(&m, hello, name, h->name);
+        TT_PIPE_SET(&m, hello, cc_major, h->cc_major);
+        TT_PIPE_SET(&m, hello, cc_minor, h->cc_minor);
+        TT_PIPE_SET(&m, hello, sms, h->sms);
+        TT_PIPE_SET(&m, hello, mem_bytes, h->mem_bytes);
+        TT_PIPE_SET_TEXT(&m, hello, driver, h->driver);
+        TT_PIPE_SET_TEXT(&m, hello, cuda, h->cuda);
+        TT_PIPE_SET_TEXT(&m, hello, nvrtc, h->nvrtc);
+    }
+    if (tt__wk_send(emit, NULL, &m) < 0) exit(2); /* the daemon kills a worker without HELLO */
 }
 
 int main(int argc, char **argv) {
@@ -116,7 +130,7 @@ int main(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else if (strcmp(a, "--version") == 0) {
-            printf("tiletune-worker %s (worker protocol 1)\n", TT_VERSION_STRING);
+            printf("tiletune-worker %s (worker protocol %d)\n", TT_VERSION_STRING, TT_PIPE_PROTO);
             return 0;
         } else if (strcmp(a, "--gpu") == 0) {
             if (int_arg(a, v, 0, 1023, &o.gpu) < 0) return 2;
@@ -172,25 +186,15 @@ int main(int argc, char **argv) {
     if (rc < 0) {
         fprintf(stderr, "tiletune-worker: GPU %d: %s\n", o.gpu, err);
         /* no GPU is an answer, not a failure: the daemon waits for one */
-        snprintf(line, sizeof line, "HELLO proto=1 rev=%s gpu_count=%d", h.rev[0] ? h.rev : "0", h.gpu_count);
-        emit(NULL, line);
+        h.has_gpu = 0;
+        say_hello(&h, o.gpu);
         return 0;
     }
-    char name[400], drv[200], cuda[100], nvrtc[100];
-    tt__pct_encode(h.name, name, sizeof name);
-    tt__pct_encode(h.driver, drv, sizeof drv);
-    tt__pct_encode(h.cuda, cuda, sizeof cuda);
-    tt__pct_encode(h.nvrtc, nvrtc, sizeof nvrtc);
-    snprintf(line, sizeof line,
-             "HELLO proto=1 rev=%s gpu_count=%d index=%d name=%s cc_major=%d cc_minor=%d sms=%d "
-             "mem_bytes=%lld driver=%s cuda=%s nvrtc=%s",
-             h.rev, h.gpu_count, o.gpu, name, h.cc_major, h.cc_minor, h.sms, (long long)h.mem_bytes, drv,
-             cuda, nvrtc);
-    emit(NULL, line);
+    say_hello(&h, o.gpu);
     fprintf(stderr, "tiletune-worker: GPU %d: %s (sm_%d%d, %d SMs), kernel revision %s%s\n", o.gpu, h.name,
             h.cc_major, h.cc_minor, h.sms, h.rev, o.inject ? ", fault injection on" : "");
 
-    tt_config *avoid = calloc(AVOID_MAX, sizeof *avoid);
+    tt_config *avoid = calloc(TT_PIPE_AVOID_MAX, sizeof *avoid);
     if (!avoid) return 1;
     rc = 0;
     for (;;) {
@@ -200,13 +204,14 @@ int main(int argc, char **argv) {
             rc = proto_error("line over the length limit");
             break;
         }
-        tt__msg m;
-        const char *perr;
-        if (tt__proto_parse(line, strlen(line), &m, &perr) < 0) {
-            rc = proto_error(perr);
+        tt__pipe_msg m;
+        int prc = tt__pipe_parse(line, strlen(line), &m, err, sizeof err);
+        if (prc == TT_ERR_NOTFOUND) continue; /* verbs of later versions */
+        if (prc < 0) {
+            rc = proto_error(err);
             break;
         }
-        if (strcmp(m.verb, "MEASURE") != 0) continue; /* verbs of later versions */
+        if (m.kind != TT_PIPE_MEASURE) continue;
         if ((rc = measure_line(w, &m, avoid)) != 0) break;
     }
     free(avoid);

@@ -143,9 +143,10 @@ static int launch(keyrun *r, cand *c, int set) {
 
 /* A wait that failed: report the variant and leave (the context is gone). */
 static int dead(keyrun *r, cand *c, int ws) {
-    char extra[600];
-    snprintf(extra, sizeof extra, " reason=%s", ws == WAIT_TIMEOUT ? "deadline" : "cuda-error");
-    tt__wk_say_status(r, c, ws == WAIT_TIMEOUT ? "timeout" : "fault", extra);
+    tt__pipe_msg m;
+    tt__wk_result(&m, ws == WAIT_TIMEOUT ? TT__N_MEAS_TIMEOUT : TT__N_MEAS_FAULT);
+    TT_PIPE_SET(&m, result, reason, ws == WAIT_TIMEOUT ? "deadline" : "cuda-error");
+    tt__wk_say_result(r, c, &m);
     fprintf(stderr, "tiletune-worker: variant %s: %s; leaving (the context is unusable)\n",
             ws == WAIT_TIMEOUT ? "timed out" : "faulted", r->err);
     c->out = 1;
@@ -213,9 +214,13 @@ int tt__wk_check(keyrun *r, cand *c) {
     c->lse_err = lse_err;
     double tol = r->bf16 ? TOL_BF16 : TOL_FP16;
     if (nbad == 0 && c->rel <= tol && lse_err <= TOL_LSE) return RUN_OK;
-    char extra[160];
-    snprintf(extra, sizeof extra, " nonfinite=%llu rel_err=%.3g lse_err=%.3g", nbad, c->rel, (double)lse_err);
-    tt__wk_say_status(r, c, "wrong", extra);
+    tt__pipe_msg m;
+    tt__wk_result(&m, TT__N_MEAS_WRONG);
+    TT_PIPE_SET(&m, result, nonfinite, nbad > INT64_MAX ? INT64_MAX : (int64_t)nbad);
+    /* inf or NaN (a reference of zeros, a NaN output) is left out */
+    if (isfinite(c->rel)) TT_PIPE_SET(&m, result, rel_err, c->rel);
+    if (isfinite(lse_err)) TT_PIPE_SET(&m, result, lse_err, lse_err);
+    tt__wk_say_result(r, c, &m);
     c->out = 1;
     return RUN_WRONG;
 }

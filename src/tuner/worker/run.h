@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 
+#include "common/pipe.h"
 #include "kernels/cuda_api.h"
 #include "kernels/jit.h"
 #include "kernels/launch.h"
@@ -126,10 +127,21 @@ int tt__wk_check(keyrun *r, cand *c);
 /* Appends `reps` timed launches to c->t: RUN_*. */
 int tt__wk_time_part(keyrun *r, cand *c, int reps);
 
-/* report.c: the lines to the daemon (docs/worker-protocol.md) */
-void tt__wk_emitf(tt_wemit emit, void *ud, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* report.c: the lines to the daemon (docs/worker-protocol.md), written from
+ * the pipe protocol's table (common/pipe.h). 0, or a negative status for
+ * a message the table refuses (logged, not sent). */
+int tt__wk_send(tt_wemit emit, void *ud, const tt__pipe_msg *m);
+/* A line as text: read back by the table and sent as the table writes it,
+ * so a field the table lacks is refused here, not by the daemon. */
+int tt__wk_emitf(tt_wemit emit, void *ud, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* DONE for task id: done, or failed for `reason` (one word) if not NULL. */
+int tt__wk_say_done(tt_wemit emit, void *ud, int64_t id, const char *reason);
 void tt__wk_say_try(keyrun *r, const cand *c);
-void tt__wk_say_status(keyrun *r, const cand *c, const char *status, const char *extra);
+/* An empty RESULT of status (TT__N_MEAS_*), for the caller's own fields. */
+void tt__wk_result(tt__pipe_msg *m, int status);
+/* Adds the task, the candidate's config and compile report and the problem
+ * timed to a RESULT, and sends it. */
+void tt__wk_say_result(keyrun *r, const cand *c, tt__pipe_msg *m);
 /* A timed candidate's RESULT (status ok or skipped); marks it reported. */
 void tt__wk_say_timed(keyrun *r, cand *c, const char *status);
 void tt__wk_say_ok(keyrun *r, cand *c);
