@@ -23,17 +23,21 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 def defaults(sm90):
     """(head_dim, causal) -> the built-in default's knobs as tt_sdpa_fwd runs
-    it: src/common/defaults.c's sm_90 table (family wgmma) where the GPU is
-    an sm_90 one, else the portable table (family mma)."""
+    it on a prefill key: src/common/defaults.c's sm_90 table (family ws)
+    where the GPU is an sm_90 one, else the portable table (family mma).
+    Tables are read by name, one brace row per line."""
     text = open(os.path.join(ROOT, "src/common/defaults.c")).read()
-    portable, _, arch = text.partition("defaults_sm90[]")
-    out = {}
-    for family, part in ((0, portable), (1, arch)):
-        if family == 1 and not sm90:
-            continue
-        for m in re.finditer(r"\{(\d+), (\d), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\},", part):
-            d, c, bm, bn, w, st, lay, q = map(int, m.groups())
-            out[(d, c)] = (family, bm, bn, w, st, lay, q)
+
+    def table(name):
+        m = re.search(r"\b" + re.escape(name) + r"\[\] = \{(.*?)\n\};", text, re.S)
+        rows = {}
+        for r in re.finditer(r"\{(\d+), (\d), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\},", m.group(1) if m else ""):
+            d, c, bm, bn, w, st, lay, q = map(int, r.groups())
+            rows[(d, c)] = (bm, bn, w, st, lay, q)
+        return rows
+    out = {k: (0,) + v for k, v in table("defaults").items()}
+    if sm90:
+        out.update({k: (2,) + v for k, v in table("defaults_sm90").items()})
     return out
 
 
@@ -96,7 +100,7 @@ def main():
     if "exhaustive" in data:
         emeas, ebest = data["exhaustive"]
         # the wgmma family exists in the space on sm_90 only
-        dft = defaults(any(cfg[0] == 1 for m in emeas.values() for cfg in m))
+        dft = defaults(any(cfg[0] in (1, 2) for m in emeas.values() for cfg in m))
         sp = []
         for key, (cfg, t, _) in ebest.items():
             d = dft.get((key[1], key[2]))
