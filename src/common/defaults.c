@@ -40,8 +40,9 @@ static const struct default_row {
  * row is the config with the best worst case over the H200 grid (seqlen
  * 512..16384, fp16 and bf16; docs/perf.md, wgmma v1): of the tuned best,
  * d64 0.90/0.94 (non-causal/causal), d128 0.985/0.92, d256 1.0. Today it
- * serves sm_90's bottom-right prefill keys (family ws has no bottom-right
- * mask) and calls whose strides ws's copy engine cannot take. */
+ * serves sm_90's bottom-right keys with seqlen_q > seqlen_k (rows that see
+ * no key, which ws's loop does not take) and calls whose strides ws's copy
+ * engine cannot map. */
 static const struct default_row defaults_sm90_wgmma[] = {
     /* d, c, bm, bn, w, st, layout, q_in_regs */
     {64, 0, 64, 64, 4, 2, 1, 0},
@@ -215,7 +216,8 @@ static int from_table(const regime_table *t, const tt_key_v2 *key, tt_config *ou
     /* head dims splitkv does not serve (96) take the dense rows */
     if (t->skv && packed <= t->skv_rows_max && splitkv_row(t->skv, t->n_skv, packed, key->head_dim, out) == 0)
         return 0;
-    if (t->alt && key->causal == TT_CAUSAL_BOTTOM_RIGHT && t->family == TT_FAMILY_WS)
+    /* ws's bottom-right mask takes seqlen_q <= seqlen_k only */
+    if (t->alt && key->causal == TT_CAUSAL_BOTTOM_RIGHT && key->seqlen_q > key->seqlen_k && t->family == TT_FAMILY_WS)
         return dense_row(t->alt, t->n_alt, t->alt_family, key, out);
     return dense_row(t->rows, t->n, t->family, key, out);
 }

@@ -53,7 +53,7 @@ void tt__key_to_v1(const tt_key_v2 *key, tt_key *out);
 int tt__lookup_default(const tt_key_v2 *key, tt_lookup_result *out);
 /* sm_90's own default rows for the key's regime (decode and short chunks:
  * family splitkv; prefill and long chunks: ws, wgmma for bottom-right
- * masks): 0, or TT_ERR_UNSUPPORTED for a key they do not cover. Family
+ * masks with seqlen_q > seqlen_k): 0, or TT_ERR_UNSUPPORTED for a key they do not cover. Family
  * ws's descriptor names this table; the default run on a device is the
  * kernels layer's tt__config_default_arch. */
 int tt__config_default_sm90(const tt_key_v2 *key, tt_config *out);

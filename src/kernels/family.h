@@ -108,7 +108,7 @@ typedef struct tt__family {
      * tt__sdpa_launch then runs the device's default of another family,
      * as it does for a causal mode over causal_max. NULL: it runs every
      * checked `p`. */
-    int (*runs)(const tt_sdpa_params *p);
+    int (*runs)(const tt_sdpa_params *p, int32_t causal);
     /* Knobs only its launch reads (a subset of `reads`): the JIT defines
      * no macro for them, so configs that differ only there are one
      * program, compiled once (splitkv's split_ctas). */

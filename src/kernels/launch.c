@@ -520,7 +520,7 @@ int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_co
     int rc;
     tt_config fallback;
     const tt__family *f = tt__family_of(cfg->family);
-    if (f && ((f->runs && !f->runs(&t->params)) || a->causal > f->causal_max)) {
+    if (f && ((f->runs && !f->runs(&t->params, a->causal)) || a->causal > f->causal_max)) {
         /* e.g. strides the ws kernel's copy engine cannot take, or a mask
          * its mainloop does not have: this device's default of another
          * family serves the call rather than a refusal */

@@ -266,9 +266,14 @@ TEST(defaults_route_through_the_regime) {
     tt__key_to_v1(&k, &k1);
     ASSERT_OK(tt_config_default(&k1, &dec));
     ASSERT(tt_config_equal(&dec, &br));
-    /* sm_90: ws, and wgmma where ws has no mask (bottom-right) */
+    /* sm_90: ws, bottom-right included, but wgmma where rows see no key
+     * (bottom-right, more queries than keys: ws's loop does not take it) */
+    ASSERT_OK(tt__config_default_sm90(&k, &dec));
+    ASSERT_EQ(dec.family, TT_FAMILY_WS);
+    k.seqlen_k = 1024;
     ASSERT_OK(tt__config_default_sm90(&k, &dec));
     ASSERT_EQ(dec.family, TT_FAMILY_WGMMA);
+    k.seqlen_k = 4096;
     k.causal = TT_CAUSAL_TOP_LEFT;
     ASSERT_OK(tt__config_default_sm90(&k, &dec));
     ASSERT_EQ(dec.family, TT_FAMILY_WS);

@@ -427,10 +427,18 @@ TEST(ws_strides_and_fallback) {
             problem many = {3, 2, 1, 1000, 1000, d, TT_DTYPE_BF16, c, 0, 0};
             expect_correct(&many, &cfgs[i], NULL, "ws, more work tiles than SMs");
         }
-    /* a mask the ws mainloop does not have: another family runs it */
+    /* bottom-right: ws runs it where every row sees a key (seqlen_q <=
+     * seqlen_k: chunked prefill), and another family where rows see none */
     for (int i = 0; i < 3; i++) {
-        problem br = {1, 4, 2, 200, 333, i == 2 ? 64 : 128, TT_DTYPE_BF16, 2, 0, 0};
-        expect_correct(&br, &cfgs[i], NULL, "ws config, bottom-right causal (another family runs)");
+        const int d = i == 2 ? 64 : 128;
+        problem br = {1, 4, 2, 200, 333, d, TT_DTYPE_BF16, 2, 0, 0};
+        expect_correct(&br, &cfgs[i], NULL, "ws, bottom-right causal");
+        problem chunk = {2, 8, 2, 512, 4096, d, TT_DTYPE_FP16, 2, 1, 0};
+        expect_correct(&chunk, &cfgs[i], NULL, "ws, bottom-right chunk (GQA, [B, L, H, D])");
+        problem odd = {1, 2, 2, 129, 130, d, TT_DTYPE_BF16, 2, 0, 0};
+        expect_correct(&odd, &cfgs[i], NULL, "ws, bottom-right, one key more than queries");
+        problem empty = {1, 4, 2, 333, 200, d, TT_DTYPE_BF16, 2, 0, 0};
+        expect_correct(&empty, &cfgs[i], NULL, "ws config, bottom-right with rows that see no key (another family runs)");
     }
     /* the kernel itself, handed strides it cannot map */
     tt__variant v;
@@ -446,6 +454,15 @@ TEST(ws_strides_and_fallback) {
     buffers b;
     setup(&zero, &b);
     ASSERT_EQ(run(&zero, &b, NULL, k, err, sizeof err), TT_ERR_UNSUPPORTED);
+    printf("direct launch refused: %s\n", err);
+    teardown(&b);
+    /* and a bottom-right program handed more queries than keys */
+    v.causal = 2;
+    ASSERT_OK(tt__kernel_get(dev.ctx, NULL, &v, &k, err, sizeof err));
+    problem empty = {1, 4, 2, 333, 200, 128, TT_DTYPE_BF16, 2, 0, 0};
+    setup(&empty, &b);
+    ASSERT_EQ(run(&empty, &b, NULL, k, err, sizeof err), TT_ERR_UNSUPPORTED);
+    ASSERT_CONTAINS(err, "seqlen_q <= seqlen_k");
     printf("direct launch refused: %s\n", err);
     teardown(&b);
 }

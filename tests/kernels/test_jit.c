@@ -190,6 +190,30 @@ static size_t tiny_elf(unsigned char *b, size_t cap, uint32_t regs) {
 
 /* Corrupt images are refused without reading outside the buffer (the
  * section header offset comes from the file: offset + index must not wrap). */
+/* Family ws with the bottom-right mask (the diagonal shifted by seqlen_k -
+ * seqlen_q) compiles for sm_90a with no spill, as its top-left form does. */
+TEST(ws_bottom_right_compiles_clean) {
+    need_nvrtc();
+    const char *dir = make_tmpdir();
+    for (int causal = 1; causal <= 2; causal++) {
+        tt__variant v;
+        memset(&v, 0, sizeof v);
+        v.config = (tt_config){.family = TT_FAMILY_WS, .block_m = 128, .block_n = 128, .warps = 12, .stages = 2,
+                               .layout = 1, .q_in_regs = 1};
+        v.head_dim = 128;
+        v.dtype = TT_DTYPE_BF16;
+        v.causal = causal;
+        v.arch = 90;
+        tt__jit_opts o = {.cache_dir = dir, .no_cache = 1};
+        tt__cubin *c;
+        char err[4096];
+        if (tt__jit_compile(&o, &v, &c, err, sizeof err) < 0) TT_FAIL_AT("causal %d: %s", causal, err);
+        if (!tt__report_clean(&c->report))
+            TT_FAIL_AT("causal %d: spills %d+%d bytes", causal, (int)c->report.spill_stores, (int)c->report.spill_loads);
+        tt__cubin_free(c);
+    }
+}
+
 TEST(cubin_elf_refuses_corrupt_images) {
     unsigned char b[1024];
     size_t len = tiny_elf(b, sizeof b, 40);

@@ -79,19 +79,27 @@ TEST(ws_runs_only_strides_the_copy_engine_takes) {
     tt_sdpa_params p;
     char err[256];
     ASSERT_OK(tt__sdpa_params_from_args(&a, &p, err, sizeof err));
-    ASSERT(ws->runs(&p)); /* [B, L, H, D] with GQA */
+    ASSERT(ws->runs(&p, 0)); /* [B, L, H, D] with GQA */
     tt_sdpa_params q = p;
     q.k_batch_stride = 0; /* K expanded over the batch */
-    ASSERT(!ws->runs(&q));
+    ASSERT(!ws->runs(&q, 0));
     q = p;
     q.v_head_stride = 64 + 4; /* 136 bytes: not a multiple of 16 */
-    ASSERT(!ws->runs(&q));
+    ASSERT(!ws->runs(&q, 0));
     q = p;
     q.o_batch_stride = (tt_i64)1 << 39; /* 2^40 bytes */
-    ASSERT(!ws->runs(&q));
+    ASSERT(!ws->runs(&q, 0));
     q = p;
     q.q_head_stride = 72; /* 144 bytes */
-    ASSERT(ws->runs(&q));
+    ASSERT(ws->runs(&q, 0));
+    /* bottom-right with more queries than keys: rows see no key, which the
+     * ws loop does not take; as many or fewer queries it runs */
+    q = p;
+    q.seqlen_q = q.seqlen_k + 1;
+    ASSERT(ws->runs(&q, 1));
+    ASSERT(!ws->runs(&q, 2));
+    q.seqlen_q = q.seqlen_k;
+    ASSERT(ws->runs(&q, 2));
     /* the other families run every checked call */
     ASSERT(!tt__family_of(TT_FAMILY_MMA)->runs && !tt__family_of(TT_FAMILY_WGMMA)->runs);
 }

@@ -69,7 +69,7 @@ TEST(every_default_is_legal_where_it_runs) {
         int64_t lq, lk;
         int32_t group;
     } shapes[] = {{1024, 1024, 1}, {1, 32768, 1}, {1, 32768, 4}, {1, 4096, 16}, {8, 8192, 4},
-                  {64, 8192, 1},   {64, 8192, 4}, {512, 8192, 4}, {512, 32768, 1}};
+                  {64, 8192, 1},   {64, 8192, 4}, {512, 8192, 4}, {512, 32768, 1}, {4096, 1024, 1}};
     int checked = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int i = 0; i < 5; i++)
@@ -101,7 +101,7 @@ TEST(every_default_is_legal_where_it_runs) {
                 if (skv && (decode || (chunk && rows <= 1024))) want = TT_FAMILY_SPLITKV;
                 else if (dims[i] % 64 != 0) /* no sm_90 row: the portable one */
                     want = skv && chunk ? TT_FAMILY_SPLITKV : TT_FAMILY_MMA;
-                else want = c == 2 ? TT_FAMILY_WGMMA : TT_FAMILY_WS;
+                else want = c == 2 && k.seqlen_q > k.seqlen_k ? TT_FAMILY_WGMMA : TT_FAMILY_WS;
                 if (own.family != want)
                     TT_FAIL_AT("d%d causal %d %lldx%lld group %d: sm_90 default family %d, want %d", dims[i], c,
                                (long long)k.seqlen_q, (long long)k.seqlen_k, (int)k.group, (int)own.family,
@@ -222,29 +222,32 @@ TEST(wgmma_variants_are_in_the_space_on_sm90_only) {
 
 /* A family whose mainloop lacks a mask is not in the space of keys that
  * need it: ws masks top-left only, so bottom-right keys tune the others. */
-TEST(bottom_right_keys_leave_out_families_without_that_mask) {
+/* Family ws takes bottom-right masks where every row sees a key (seqlen_q
+ * <= seqlen_k); a key with more queries than keys leaves it out. */
+TEST(bottom_right_keys_with_empty_rows_leave_out_ws) {
     tt__device_limits d;
     ASSERT_OK(tt__device_limits_nominal(90, &d));
-    for (int causal = 0; causal <= 2; causal++) {
-        tt_key k;
-        memset(&k, 0, sizeof k);
-        k.head_dim = 128;
-        k.dtype = TT_DTYPE_BF16;
-        k.causal = causal;
-        k.seqlen_q = 512;
-        k.seqlen_k = 4096;
-        tt__space_entry *e = NULL;
-        size_t n = 0, ws = 0, wg = 0;
-        ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
-        for (size_t i = 0; i < n; i++) {
-            ws += e[i].variant.config.family == TT_FAMILY_WS;
-            wg += e[i].variant.config.family == TT_FAMILY_WGMMA;
+    for (int causal = 0; causal <= 2; causal++)
+        for (int more_q = 0; more_q < 2; more_q++) {
+            tt_key k;
+            memset(&k, 0, sizeof k);
+            k.head_dim = 128;
+            k.dtype = TT_DTYPE_BF16;
+            k.causal = causal;
+            k.seqlen_q = more_q ? 4096 : 512;
+            k.seqlen_k = more_q ? 512 : 4096;
+            tt__space_entry *e = NULL;
+            size_t n = 0, ws = 0, wg = 0;
+            ASSERT_OK(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, NULL, 0));
+            for (size_t i = 0; i < n; i++) {
+                ws += e[i].variant.config.family == TT_FAMILY_WS;
+                wg += e[i].variant.config.family == TT_FAMILY_WGMMA;
+            }
+            free(e);
+            ASSERT(wg > 0);
+            if (causal == 2 && more_q) ASSERT_EQ(ws, 0);
+            else ASSERT(ws > 0);
         }
-        free(e);
-        ASSERT(wg > 0);
-        if (causal == 2) ASSERT_EQ(ws, 0);
-        else ASSERT(ws > 0);
-    }
 }
 
 TEST(shared_memory_limit) {

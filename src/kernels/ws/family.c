@@ -80,8 +80,15 @@ static int tma_strides_ok(tt_i64 batch, tt_i64 head, tt_i64 row) {
     return 1;
 }
 
-static int runs(const tt_sdpa_params *p) {
-    return tma_strides_ok(p->q_batch_stride, p->q_head_stride, p->q_row_stride) &&
+/* Bottom-right causal with seqlen_q > seqlen_k has rows that see no key,
+ * which the consumers' loop (one K/V tile at least) does not take. */
+static int mask_ok(int32_t causal, int64_t seqlen_q, int64_t seqlen_k) {
+    return !(causal == 2 && seqlen_q > seqlen_k);
+}
+
+static int runs(const tt_sdpa_params *p, int32_t causal) {
+    return mask_ok(causal, p->seqlen_q, p->seqlen_k) &&
+           tma_strides_ok(p->q_batch_stride, p->q_head_stride, p->q_row_stride) &&
            tma_strides_ok(p->k_batch_stride, p->k_head_stride, p->k_row_stride) &&
            tma_strides_ok(p->v_batch_stride, p->v_head_stride, p->v_row_stride) &&
            tma_strides_ok(p->o_batch_stride, p->o_head_stride, p->o_row_stride);
@@ -119,7 +126,11 @@ static int launch_extra(const tt__variant *v, const tt_sdpa_params *p, tt__launc
     if (rc < 0) return rc;
     const tt_config *c = &v->config;
     const int64_t d = v->head_dim;
-    if (!runs(p))
+    if (!mask_ok(v->causal, p->seqlen_q, p->seqlen_k))
+        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
+                        "the ws kernel's bottom-right mask needs seqlen_q <= seqlen_k (%d > %d: rows see no key)",
+                        (int)p->seqlen_q, (int)p->seqlen_k);
+    if (!runs(p, v->causal))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
                         "the ws kernel needs strides the copy engine takes (positive multiples of 8 elements)");
     CUtensorMap *m = (CUtensorMap *)(void *)x->buf;
@@ -165,9 +176,17 @@ static int launch_extra(const tt__variant *v, const tt_sdpa_params *p, tt__launc
  * Not knobs (docs/kernels.md): the intra-warpgroup overlap is always on,
  * Q is read from shared memory, tiles are in the 128-byte swizzle.
  */
+/* No candidate for a bottom-right key with seqlen_q > seqlen_k (mask_ok). */
+static int useful(const tt_config *c, const tt_key *key, int32_t group) {
+    (void)c;
+    (void)group;
+    const int64_t lk = key->seqlen_k > 0 ? key->seqlen_k : key->seqlen_q;
+    return key->seqlen_q <= 0 || mask_ok(key->causal, key->seqlen_q, lk);
+}
+
 const tt__family tt__family_ws = {
     .id = TT_FAMILY_WS,
-    .causal_max = 1,
+    .causal_max = 2,
     .name = "ws",
     .arch_min = 90,
     .arch_max = 90,
@@ -191,5 +210,6 @@ const tt__family tt__family_ws = {
     .threads = threads,
     .launch_extra = launch_extra,
     .runs = runs,
+    .useful = useful,
     .defaults = {{90, tt__config_default_sm90}},
 };

@@ -59,9 +59,12 @@
 #if TT_LAYOUT && TT_WARPS != 12
 #error "family ws: ping-pong (TT_LAYOUT 1) takes exactly two consumer warpgroups"
 #endif
-#if TT_EXP2_PACKED || TT_CAUSAL > 1
-#error "family ws: no TT_EXP2_PACKED, causal 0 or 1"
+#if TT_EXP2_PACKED
+#error "family ws: no TT_EXP2_PACKED"
 #endif
+/* Bottom-right causal (2) runs with seqlen_q <= seqlen_k only (the launch
+ * refuses the rest): every row then sees key 0, so every work tile has at
+ * least one K/V tile and no row of the consumers' online softmax is empty. */
 #define TT_WS_PINGPONG TT_LAYOUT
 #define TT_WS_PERSIST TT_Q_IN_REGS
 /* Not knobs (docs/perf.md): 1 lets softmax(S_j) run under P_{j-1} V_{j-1}
@@ -228,6 +231,7 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int wg = warp >> 2;
     const int Lq = p.seqlen_q, Lk = p.seqlen_k, H = p.heads_q;
+    const int diag = causal_diag(Lq, Lk); /* 0 unless bottom-right */
     const int n_mb = (Lq + BM - 1) / BM;
     /* Work tiles (m-block, head, batch), m-block fastest so CTAs running
      * together share K/V in L2; causal takes m-blocks longest first. */
@@ -350,7 +354,7 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
     };
     auto softmax = [&](int j) {
         const int n0 = j * BN;
-        if ((n0 + BN > Lk) || (TT_CAUSAL && n0 + BN - 1 > m0 + wr)) mask_tile(s, n0, m0 + wr, Lk, 0, g, t); /* top-left only: diagonal 0 */
+        if (tile_needs_mask(n0, m0 + wr, Lk, diag)) mask_tile(s, n0, m0 + wr, Lk, diag, g, t);
 #pragma unroll
         for (int r = 0; r < 2; ++r) alpha[r] = softmax_row(s, r, row_m[r], row_l[r], sl2);
     };
