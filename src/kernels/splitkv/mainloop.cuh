@@ -101,40 +101,6 @@ __device__ __forceinline__ void cp_async16(u32 saddr, const void *g, bool pred) 
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-/* sm_90: K/V rows arrive by the copy engine (cp.async.bulk, one row an
- * instruction, completion counted in bytes on a per-slot mbarrier), issued
- * by one warp. With 16-byte cp.async from every thread the decode kernel
- * read the cache at 4.2-4.3 TB/s, with L2 at 94% of its throughput and 67%
- * of cycles with no eligible warp (ncu, docs/perf.md). */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && TT_BLOCK_M <= 32 && !(TT_Q_IN_REGS && TT_BLOCK_N > 64)
-/* (not in tiles of 64 and 128 rows, the compute-heavier chunks, whose 8
- * warps spilled at 255 registers with the loader's live values; nor in
- * 128-key tiles with Q in registers, which spilled 8 bytes causal) */
-#define TT_SKV_BULK 1
-#else
-#define TT_SKV_BULK 0
-#endif
-#if TT_SKV_BULK
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-    asm volatile("{\n.reg .pred p;\nWAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra WAIT;\n}\n" ::"r"(bar),
-                 "r"(parity)
-                 : "memory");
-}
-__device__ __forceinline__ void bulk_row(u32 dst, const void *src, u32 bytes, u32 bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-#endif
-
 __device__ __forceinline__ void ldsm_x4(u32 addr, u32 &r0, u32 &r1, u32 &r2, u32 &r3) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
@@ -319,34 +285,6 @@ __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row,
         p.lse[b * p.lse_batch_stride + (i64)h * p.lse_head_stride + (i64)i * p.lse_row_stride] = lse;
 }
 
-#if TT_SKV_BULK
-/* Key tile j (rows j*BN.., `Lk` keys) into the ring slot at `dk` (K, then
- * V at dk + T_BYTES) by one warp: the bytes expected first, then a row a
- * lane, page numbers read by the lanes in parallel. */
-__device__ __forceinline__ void load_rows_bulk(const tt_splitkv_params &p, const u16 *kb, const u16 *vb,
-                                               const int *table, int pmask, int Lk, u32 dk, u32 bar, int j,
-                                               int lane) {
-    const int n0 = j * BN, valid = min(BN, Lk - n0);
-    if (lane == 0) mbar_expect_tx(bar, (u32)valid * (D * 2) * 2);
-    __syncwarp();
-#pragma unroll 1
-    for (int r = lane; r < valid; r += 32) {
-        const int n = n0 + r;
-        i64 ko, vo;
-        if (table) {
-            const int pg = table[n >> p.page_shift], pi = n & pmask;
-            ko = (i64)pg * p.k_batch_stride + pi * p.k_row_stride;
-            vo = (i64)pg * p.v_batch_stride + pi * p.v_row_stride;
-        } else {
-            ko = n * p.k_row_stride;
-            vo = n * p.v_row_stride;
-        }
-        bulk_row(dk + r * ROW_BYTES, kb + ko, D * 2, bar);
-        bulk_row(dk + T_BYTES + r * ROW_BYTES, vb + vo, D * 2, bar);
-    }
-}
-#endif
-
 } // namespace
 
 extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_params p) {
@@ -406,7 +344,6 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
     const int *table = paged ? p.block_table + b * p.table_stride : 0;
     const int pmask = (1 << p.page_shift) - 1;
     const int Lk = sq.Lk;
-#if !TT_SKV_BULK
     /* Tile j of keys into ring slot `slot`: each thread copies one chunk
      * column of every RSTEP-th row; a paged row looks its page up once for
      * both K and V. */
@@ -455,34 +392,9 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
             }
         }
     };
-#endif
-#if TT_SKV_BULK
-    /* One mbarrier a ring slot; the ring zeroed first: rows past the keys
-     * are never copied, and a V row under P = 0 must not hold a NaN left in
-     * shared memory (0 x NaN); later tiles leave finite rows behind. */
-    __shared__ __align__(8) unsigned long long kv_full[ST];
-    const u32 bar0 = smem_u32(&kv_full[0]);
-    if (tid == 0) {
-#pragma unroll
-        for (int s = 0; s < ST; ++s) mbar_init(bar0 + 8 * s, 1);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    for (u32 o = (u32)tid * 16; o < 2u * ST * T_BYTES; o += NT * 16)
-        asm volatile("st.shared.v4.u32 [%0], {%1,%1,%1,%1};\n" ::"r"(sKV + o), "r"(0) : "memory");
-    /* the copy engine's writes come after these generic ones */
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();
-#define TT_SKV_LOAD(slot, j)                                                                                   \
-    do {                                                                                                       \
-        if (warp == 0)                                                                                         \
-            load_rows_bulk(p, kb, vb, table, pmask, Lk, sKV + 2 * (slot) * T_BYTES, bar0 + 8 * (slot), (j), lane); \
-    } while (0)
-#else
-#define TT_SKV_LOAD load_kv
-#endif
 #pragma unroll
     for (int i = 0; i < ST - 1; ++i) {
-        if (t_begin + i < t_end) TT_SKV_LOAD(i, t_begin + i);
+        if (t_begin + i < t_end) load_kv(i, t_begin + i);
         cp_commit(); /* empty groups keep the wait counts uniform */
     }
 
@@ -527,13 +439,9 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
 
     for (int j = t_begin; j < t_end; ++j) {
         const int jj = j - t_begin;
-#if TT_SKV_BULK
-        mbar_wait(bar0 + 8 * (jj % ST), (u32)(jj / ST) & 1); /* tile j landed */
-#else
         cp_wait<ST - 2>(); /* tile j landed */
-#endif
         __syncthreads();   /* and every warp is done with the slot refilled next */
-        if (j + ST - 1 < t_end) TT_SKV_LOAD((jj + ST - 1) % ST, j + ST - 1);
+        if (j + ST - 1 < t_end) load_kv((jj + ST - 1) % ST, j + ST - 1);
         cp_commit();
         const u32 cK = sKV + 2 * (jj % ST) * T_BYTES + wk * WN * ROW_BYTES, cV = cK + T_BYTES;
         /* Warps whose rows are all past this sequence's (a short sequence
@@ -638,8 +546,7 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
             }
         }
     }
-#undef TT_SKV_LOAD
-    cp_wait<0>(); /* nothing may land in shared memory after this (bulk copies: every tile issued was waited) */
+    cp_wait<0>(); /* nothing may land in shared memory after this */
     __syncthreads();
 
     /* Merge the key warps of each row through shared memory: row stats
