@@ -68,6 +68,20 @@ static const struct default_row defaults_sm90[] = {
     {256, 1, 128, 80, 12, 2, 0, 0},
 };
 
+/* sm_90 prefill rows for short sequences (both seqlens at most
+ * seqlen_max), before the table above: where one CTA a short tile wins.
+ * From the bf16 grid on the H200 (docs/perf.md, defaults per regime): d64
+ * causal at 512 and 1024, wgmma 64x64 246 / 303 TFLOP/s against ws
+ * 192x128's 174 / 239; d128 causal ping-pong 279 / 392 against 264 / 379. */
+static const struct short_row {
+    int32_t head_dim, causal, seqlen_max, family;
+    int32_t block_m, block_n, warps, stages, layout, q_in_regs;
+} short_sm90[] = {
+    /* d, c, seqlen_max, family, bm, bn, w, st, layout, q_in_regs */
+    {64, 1, 1024, TT_FAMILY_WGMMA, 64, 64, 4, 2, 1, 0},
+    {128, 1, 1024, TT_FAMILY_WS, 128, 128, 12, 2, 1, 0},
+};
+
 /* Family splitkv (decode, speculative decode, chunks of a few rows): by
  * the packed rows a KV head's query block holds (seqlen_q x GQA group;
  * the first row whose `rows` is at least that, else the last), one brace
@@ -139,6 +153,8 @@ typedef struct regime_table {
     const struct splitkv_row *skv;
     size_t n_skv;
     int64_t skv_rows_max;
+    const struct short_row *shorts;
+    size_t n_shorts;
 } regime_table;
 #define ROWS(r) r, sizeof r / sizeof r[0]
 #define NO_ALT NULL, 0, 0
@@ -160,7 +176,8 @@ static const regime_table sm90[] = {
                           ROWS(splitkv_sm90), INT64_MAX},
     [TT_REGIME_CHUNK] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
                          ROWS(splitkv_sm90), 1024},
-    [TT_REGIME_PREFILL] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA, NO_SKV},
+    [TT_REGIME_PREFILL] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA, NO_SKV,
+                           ROWS(short_sm90)},
 };
 #undef ROWS
 #undef NO_ALT
@@ -219,6 +236,15 @@ static int from_table(const regime_table *t, const tt_key_v2 *key, tt_config *ou
     /* ws's bottom-right mask takes seqlen_q <= seqlen_k only */
     if (t->alt && key->causal == TT_CAUSAL_BOTTOM_RIGHT && key->seqlen_q > key->seqlen_k && t->family == TT_FAMILY_WS)
         return dense_row(t->alt, t->n_alt, t->alt_family, key, out);
+    for (size_t i = 0; i < t->n_shorts; i++) {
+        const struct short_row *r = &t->shorts[i];
+        if (r->head_dim != key->head_dim || r->causal != (key->causal ? 1 : 0) || key->seqlen_q > r->seqlen_max ||
+            key->seqlen_k > r->seqlen_max)
+            continue;
+        const struct default_row d = {r->head_dim, r->causal, r->block_m, r->block_n, r->warps, r->stages, r->layout,
+                                      r->q_in_regs};
+        return dense_row(&d, 1, r->family, key, out);
+    }
     return dense_row(t->rows, t->n, t->family, key, out);
 }
 

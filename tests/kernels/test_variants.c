@@ -101,7 +101,10 @@ TEST(every_default_is_legal_where_it_runs) {
                 if (skv && (decode || (chunk && rows <= 1024))) want = TT_FAMILY_SPLITKV;
                 else if (dims[i] % 64 != 0) /* no sm_90 row: the portable one */
                     want = skv && chunk ? TT_FAMILY_SPLITKV : TT_FAMILY_MMA;
-                else want = c == 2 && k.seqlen_q > k.seqlen_k ? TT_FAMILY_WGMMA : TT_FAMILY_WS;
+                else if (c == 2 && k.seqlen_q > k.seqlen_k) want = TT_FAMILY_WGMMA;
+                /* short causal d64: one CTA a 64-row wgmma tile */
+                else if (dims[i] == 64 && c > 0 && k.seqlen_q <= 1024 && k.seqlen_k <= 1024) want = TT_FAMILY_WGMMA;
+                else want = TT_FAMILY_WS;
                 if (own.family != want)
                     TT_FAIL_AT("d%d causal %d %lldx%lld group %d: sm_90 default family %d, want %d", dims[i], c,
                                (long long)k.seqlen_q, (long long)k.seqlen_k, (int)k.group, (int)own.family,
