@@ -984,7 +984,9 @@ static int inspect(tt_store *s, const char *path) {
     /* A copy takes no lock: a writer may change the files while they are
      * read, and a torn copy can look damaged. A refusal stands only when
      * both files are still byte for byte what was judged. */
-    for (int waited = 0;; waited += 10) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
         file_copy d, w = {0};
         if ((ret = read_whole(s, path, &d)) < 0) return ret;
         if ((ret = read_whole(s, wal, &w)) < 0) {
@@ -996,7 +998,8 @@ static int inspect(tt_store *s, const char *path) {
         copy_free(&d);
         copy_free(&w);
         if (stands) return ret;
-        if (waited >= BUSY_TIMEOUT_MS) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= BUSY_TIMEOUT_MS) {
             set_err(s, "%s kept changing while it was checked (another process is writing it); try again", path);
             return TT_ERR_DB;
         }
