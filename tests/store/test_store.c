@@ -1530,11 +1530,15 @@ TEST(reader_is_not_blocked_by_an_open_write_transaction) {
     cleanup();
 }
 
-/* A new database at `p` with the ids, and a child process that opens it
- * and adds `n` measurements over `keys` keys, each faster than the last. */
-static pid_t spawn_writer(const char *p, int n, int keys) {
+/* A new database at `p` with the ids and `bulk` measurements of other
+ * keys, and a child process that opens it and adds `n` measurements over
+ * `keys` keys, each faster than the last. */
+static pid_t spawn_writer(const char *p, int bulk, int n, int keys) {
     tt_store *s = open_ok(p);
     setup_ids(s);
+    ASSERT_OK(tt_store_begin(s));
+    for (int i = 0; i < bulk; i++) add(s, rec_of(key_of(GPU_B, 1 + i), cfg_of(64, 2), TT_MEAS_OK, 1.0));
+    ASSERT_OK(tt_store_commit(s));
     tt_store_close(s);
     pid_t kid = fork();
     ASSERT(kid >= 0);
@@ -1561,7 +1565,7 @@ static pid_t spawn_writer(const char *p, int n, int keys) {
 TEST(concurrent_writer_and_reader_processes) {
     const char *p = fresh_path();
     enum { N = 400 };
-    pid_t kid = spawn_writer(p, N, 50);
+    pid_t kid = spawn_writer(p, 0, N, 50);
     tt_store *s = open_ok(p);
     int64_t last = 0, best = 0;
     int done = 0, reads = 0;
@@ -1595,8 +1599,8 @@ TEST(concurrent_writer_and_reader_processes) {
  * commit lands. */
 TEST(opens_beside_a_busy_writer_accept_it) {
     const char *p = fresh_path();
-    enum { N = 5000 };
-    pid_t kid = spawn_writer(p, N, N);
+    enum { BULK = 15000, N = 4000 };
+    pid_t kid = spawn_writer(p, BULK, N, N);
     tt_store *s = NULL;
     int opens = 0;
     for (int done = 0; !done;) {
@@ -1612,7 +1616,7 @@ TEST(opens_beside_a_busy_writer_accept_it) {
         }
     }
     ASSERT(opens > 1);
-    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM measurement"), N);
+    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM measurement"), BULK + N);
     cleanup();
 }
 

@@ -637,15 +637,13 @@ static void wal_sum(int big, const unsigned char *p, size_t n, uint32_t *s1, uin
  * read-only where it lies, which creates nothing.
  */
 
-/* A file read whole, with what tells this version of it from another. */
+/* A file read whole, and which file it was. */
 typedef struct {
     unsigned char *b;
     size_t n, cap;
-    size_t size; /* n as read: apply_wal changes n */
     int exists;
     dev_t dev;
     ino_t ino;
-    uint64_t hash;
 } file_copy;
 
 static void copy_free(file_copy *c) {
@@ -696,8 +694,6 @@ static int read_whole(tt_store *s, const char *path, file_copy *c) {
         if (got == 0) break;
         c->n += (size_t)got;
     }
-    c->size = c->n;
-    c->hash = tt__hash_update(TT_HASH_INIT, c->b, c->n);
 out:
     close(fd);
     if (ret < 0) copy_free(c);
@@ -706,11 +702,22 @@ out:
 
 /* Whether `path` is still the file `c` copied, byte for byte. */
 static int unchanged(const char *path, const file_copy *c) {
-    file_copy now;
-    if (read_whole(NULL, path, &now) < 0) return 0;
-    int same = now.exists == c->exists && now.size == c->size && now.hash == c->hash &&
-               (!c->exists || (now.dev == c->dev && now.ino == c->ino));
-    copy_free(&now);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) return !c->exists && errno == ENOENT;
+    struct stat sb;
+    int same = c->exists && fstat(fd, &sb) == 0 && sb.st_dev == c->dev && sb.st_ino == c->ino;
+    unsigned char buf[65536];
+    for (size_t at = 0; same;) {
+        ssize_t got = read(fd, buf, sizeof buf);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            same = got == 0 && at == c->n;
+            break;
+        }
+        same = at + (size_t)got <= c->n && memcmp(buf, c->b + at, (size_t)got) == 0;
+        at += (size_t)got;
+    }
+    close(fd);
     return same;
 }
 
@@ -784,29 +791,22 @@ static int check_wal(tt_store *s, const char *wal, const file_copy *w, uint32_t 
     return 0;
 }
 
-/* The database as SQLite would read it: the copy `d` of the file with the
- * first `frames` frames of `w` written over it, cut or grown to `pages`. */
-static int apply_wal(file_copy *d, const file_copy *w, uint32_t page_size, size_t frames, uint32_t pages) {
-    if (frames) {
-        size_t size = (size_t)pages * page_size;
-        if (size > d->cap) {
-            unsigned char *b = realloc(d->b, size);
-            if (!b) return TT_ERR_NOMEM;
-            d->b = b;
-            d->cap = size;
-        }
-        if (size > d->n) memset(d->b + d->n, 0, size - d->n);
-        d->n = size;
-        for (size_t i = 0; i < frames; i++) {
-            const unsigned char *frame = w->b + 32 + i * (24 + (size_t)page_size);
-            uint32_t pg = be32(frame);
-            if (pg <= pages) memcpy(d->b + (size_t)(pg - 1) * page_size, frame + 24, page_size);
-        }
+/* The database as SQLite would read it: a new copy of the file `d` with
+ * the first `frames` frames of `w` written over it, cut or grown to `pages`
+ * pages. */
+static unsigned char *apply_wal(const file_copy *d, const file_copy *w, uint32_t page_size, size_t frames,
+                                uint32_t pages) {
+    size_t size = (size_t)pages * page_size;
+    unsigned char *b = malloc(size);
+    if (!b) return NULL;
+    memcpy(b, d->b, d->n < size ? d->n : size);
+    if (size > d->n) memset(b + d->n, 0, size - d->n);
+    for (size_t i = 0; i < frames; i++) {
+        const unsigned char *frame = w->b + 32 + i * (24 + (size_t)page_size);
+        uint32_t pg = be32(frame);
+        if (pg <= pages) memcpy(b + (size_t)(pg - 1) * page_size, frame + 24, page_size);
     }
-    /* the copy is read in rollback mode: an in-memory database has no WAL */
-    if (d->n >= 100 && d->b[18] == 2) d->b[18] = 1;
-    if (d->n >= 100 && d->b[19] == 2) d->b[19] = 1;
-    return 0;
+    return b;
 }
 
 /*
@@ -891,7 +891,7 @@ static int judge_header(tt_store *s, const char *path, int64_t app, int64_t ver)
 }
 
 /* The copies `d` (of `path`) and `w` (of its WAL) judged as one database;
- * `d` becomes the database with the WAL applied. */
+ * both are left as they were read. */
 static int judge_copy(tt_store *s, const char *path, const char *wal, file_copy *d, const file_copy *w) {
     if (!d->exists || d->n == 0) return 0; /* gone or empty meanwhile: ours to create */
     uint32_t page_size, pages;
@@ -900,14 +900,26 @@ static int judge_copy(tt_store *s, const char *path, const char *wal, file_copy 
     int ret = read_header(s, path, d->b, d->n, &page_size, &app, &ver);
     if (ret == 0) ret = check_wal(s, wal, w, page_size, d->n, &frames, &pages);
     if (ret == 0 && !frames) ret = judge_header(s, path, app, ver);
-    if (ret == 0 && (ret = apply_wal(d, w, page_size, frames, pages)) < 0)
-        set_err(s, "%s: out of memory applying its write-ahead log for the check", path);
     if (ret < 0) return ret;
+    /* with no commit in the WAL the file alone is the database */
+    unsigned char *img = frames ? apply_wal(d, w, page_size, frames, pages) : d->b;
+    size_t n = frames ? (size_t)pages * page_size : d->n;
+    if (!img) {
+        set_err(s, "%s: out of memory applying its write-ahead log for the check", path);
+        return TT_ERR_NOMEM;
+    }
+    /* read in rollback mode: an in-memory database has no WAL */
+    unsigned char mode[2] = {img[18], img[19]};
+    if (img[18] == 2) img[18] = 1;
+    if (img[19] == 2) img[19] = 1;
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL);
     if (rc == SQLITE_OK)
-        rc = sqlite3_deserialize(db, "main", d->b, (sqlite3_int64)d->n, (sqlite3_int64)d->cap,
-                                 SQLITE_DESERIALIZE_READONLY);
+        rc = sqlite3_deserialize(db, "main", img, (sqlite3_int64)n, (sqlite3_int64)n, SQLITE_DESERIALIZE_READONLY);
+    /* quick_check as on the file, where SQLite (seeing a read-only
+     * database) parses no CHECK constraint: evaluating them on every row
+     * would take several times as long */
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, "PRAGMA ignore_check_constraints = ON", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
         set_err(s, "%s: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
         ret = map_sqlite(rc);
@@ -915,6 +927,8 @@ static int judge_copy(tt_store *s, const char *path, const char *wal, file_copy 
         ret = judge(s, db, path, app);
     }
     sqlite3_close(db);
+    if (img == d->b) memcpy(img + 18, mode, 2);
+    else free(img);
     return ret;
 }
 
