@@ -753,6 +753,25 @@ static void db_with_wal_and_damage(const char *p) {
     unlink(shm);
 }
 
+static uint32_t get_be32(const unsigned char *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void put_be32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (24 - 8 * i));
+}
+
+/* SQLite's WAL checksum in native (little-endian) words, as SQLite writes
+ * it here: `sum` runs on over the `n` bytes at `p`. */
+static void wal_cksum(uint32_t sum[2], const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i += 8) {
+        uint32_t x[2];
+        memcpy(x, p + i, 8);
+        sum[0] += x[0] + sum[1];
+        sum[1] += x[1] + sum[0];
+    }
+}
+
 /* Every refusal, whether the header, the WAL or only SQLite's own reading
  * decides it, leaves the directory as it was: no -wal or -shm appear
  * (SQLite's read-only open of a WAL database creates both). */
@@ -791,20 +810,38 @@ TEST(every_refusal_leaves_the_directory_as_it_was) {
     raw_exec(p, "PRAGMA application_id = 1234");
     expect_refusal_leaves_dir(p, TT_ERR_CORRUPT, "application_id");
     cleanup();
+    /* a header whose page size SQLite would not read (0, not a power of 2),
+     * in WAL mode and in rollback mode */
+    for (int i = 0; i < 4; i++) {
+        p = fresh_path();
+        tt_store_close(open_ok(p));
+        int fd = open(p, O_WRONLY);
+        unsigned char bad[2][2] = {{0, 0}, {3, 0}};
+        ASSERT_EQ(pwrite(fd, bad[i % 2], 2, 16), 2);
+        if (i >= 2) ASSERT_EQ(pwrite(fd, "\1\1", 2, 18), 2);
+        close(fd);
+        if (i == 0) { /* and a WAL of 0-byte pages, which passes its own checks */
+            unsigned char h[64] = {0};
+            uint32_t sum[2] = {0, 0};
+            put_be32(h, 0x377f0682);
+            put_be32(h + 4, 3007000);
+            put_be32(h + 16, 1);
+            wal_cksum(sum, h, 24);
+            put_be32(h + 24, sum[0]);
+            put_be32(h + 28, sum[1]);
+            char wal[420];
+            snprintf(wal, sizeof wal, "%s-wal", p);
+            write_file(wal, h, sizeof h);
+        }
+        expect_refusal_leaves_dir(p, TT_ERR_CORRUPT, i % 2 ? "page size of 768 bytes" : "page size of 0 bytes");
+        cleanup();
+    }
     /* another application's database in rollback mode, which only SQLite
      * (opened where it lies) refuses */
     p = fresh_path();
     raw_exec(p, "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users VALUES (1, 'x')");
     expect_refusal_leaves_dir(p, TT_ERR_CORRUPT, "1 schema objects");
     cleanup();
-}
-
-static uint32_t get_be32(const unsigned char *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void put_be32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (24 - 8 * i));
 }
 
 /* A WAL whose last commit claims pages no file holds, with checksums that
@@ -825,13 +862,8 @@ TEST(a_wal_commit_claiming_unwritten_pages_is_refused) {
     ASSERT(last > 0);
     put_be32(w + last + 4, 0x7fffffff);
     for (size_t off = 32; off <= last; off += fsz) {
-        for (size_t i = 0; i < 24 + page; i += 8) {
-            if (i == 8) i = 24; /* the frame header's salts and checksum are not summed */
-            uint32_t x[2];
-            memcpy(x, w + off + i, 8);
-            sum[0] += x[0] + sum[1];
-            sum[1] += x[1] + sum[0];
-        }
+        wal_cksum(sum, w + off, 8); /* not the frame header's salts and checksum */
+        wal_cksum(sum, w + off + 24, page);
         put_be32(w + off + 16, sum[0]);
         put_be32(w + off + 20, sum[1]);
     }

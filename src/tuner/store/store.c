@@ -857,7 +857,8 @@ out:
 }
 
 /* The header's word on the file: its page size and application id, or a
- * refusal of what is not SQLite. `n` bytes of it at `head`. */
+ * refusal of what is not SQLite (or has a page size SQLite would not
+ * read). `n` bytes of it at `head`. */
 static int read_header(tt_store *s, const char *path, const unsigned char *head, size_t n, uint32_t *page_size,
                        int64_t *app, int64_t *ver) {
     if (n < 100 || memcmp(head, "SQLite format 3", 16) != 0) {
@@ -866,6 +867,10 @@ static int read_header(tt_store *s, const char *path, const unsigned char *head,
     }
     *page_size = (uint32_t)head[16] << 8 | head[17];
     if (*page_size == 1) *page_size = 65536;
+    if (*page_size < 512 || (*page_size & (*page_size - 1))) {
+        set_err(s, "%s: corrupt database: its header gives a page size of %u bytes", path, *page_size);
+        return TT_ERR_CORRUPT;
+    }
     *app = (int32_t)be32(head + 68);
     *ver = (int32_t)be32(head + 60);
     return 0;
