@@ -231,8 +231,8 @@ TEST(empty_files_are_initialized) {
 
 /* Processes creating the same new database at once, each writing as soon
  * as its open returns: every open accepts the file, one migrates it, and
- * every commit lands (an inspection that removed a -wal it thought it had
- * created lost another process's commits here). */
+ * every commit lands (the check of one open must not touch the -wal and
+ * -shm another has just created). */
 TEST(concurrent_first_opens_migrate_once) {
     const char *p = fresh_path();
     enum { KIDS = 8, EACH = 60 };
@@ -704,6 +704,25 @@ static void expect_refusal_leaves_dir(const char *path, int code, const char *wo
     if (strcmp(before, after) != 0) TT_FAIL_AT("directory changed:\n  before %s\n  after  %s", before, after);
 }
 
+static uint32_t get_be32(const unsigned char *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void put_be32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (24 - 8 * i));
+}
+
+/* SQLite's WAL checksum in native (little-endian) words, as SQLite writes
+ * it here: `sum` runs on over the `n` bytes at `p`. */
+static void wal_cksum(uint32_t sum[2], const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i += 8) {
+        uint32_t x[2];
+        memcpy(x, p + i, 8);
+        sum[0] += x[0] + sum[1];
+        sum[1] += x[1] + sum[0];
+    }
+}
+
 /* A tiletune database of 300 measurements whose last commit is only in
  * its WAL, as a kill -9 leaves it (no -shm); then a page the WAL does not
  * hold scribbled over, which only quick_check sees. */
@@ -735,7 +754,7 @@ static void db_with_wal_and_damage(const char *p) {
     for (int again = 1; again;) {
         again = 0;
         for (long long off = 32; off + 24 + page <= wsize; off += 24 + page)
-            if ((long long)((uint32_t)w[off] << 24 | w[off + 1] << 16 | w[off + 2] << 8 | w[off + 3]) == victim) {
+            if (get_be32(w + off) == victim) {
                 victim--;
                 again = 1;
             }
@@ -751,25 +770,6 @@ static void db_with_wal_and_damage(const char *p) {
     char shm[420];
     snprintf(shm, sizeof shm, "%s-shm", p);
     unlink(shm);
-}
-
-static uint32_t get_be32(const unsigned char *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void put_be32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (24 - 8 * i));
-}
-
-/* SQLite's WAL checksum in native (little-endian) words, as SQLite writes
- * it here: `sum` runs on over the `n` bytes at `p`. */
-static void wal_cksum(uint32_t sum[2], const unsigned char *p, size_t n) {
-    for (size_t i = 0; i < n; i += 8) {
-        uint32_t x[2];
-        memcpy(x, p + i, 8);
-        sum[0] += x[0] + sum[1];
-        sum[1] += x[1] + sum[0];
-    }
 }
 
 /* Every refusal, whether the header, the WAL or only SQLite's own reading
