@@ -1,5 +1,6 @@
 /* The tuning database: open/migrate/refuse, measurements and winners, the
  * job queue and its crash recovery, against real SQLite files. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -31,13 +32,18 @@ static const char *fresh_path(void) {
     return dbpath;
 }
 
-static void cleanup(void) {
-    char p[400];
+/* Removes the database `path` and its side files. */
+static void cleanup_files(const char *path) {
+    char p[420];
     const char *sfx[] = {"", "-wal", "-shm", "-journal"};
     for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
-        snprintf(p, sizeof p, "%s%s", dbpath, sfx[i]);
+        snprintf(p, sizeof p, "%s%s", path, sfx[i]);
         unlink(p);
     }
+}
+
+static void cleanup(void) {
+    cleanup_files(dbpath);
     rmdir(tmpdir);
 }
 
@@ -223,27 +229,44 @@ TEST(empty_files_are_initialized) {
     cleanup();
 }
 
+/* Processes creating the same new database at once, each writing as soon
+ * as its open returns: every open accepts the file, one migrates it, and
+ * every commit lands (the check of one open must not touch the -wal and
+ * -shm another has just created). */
 TEST(concurrent_first_opens_migrate_once) {
     const char *p = fresh_path();
-    pid_t kids[8];
-    for (int i = 0; i < 8; i++) {
+    enum { KIDS = 8, EACH = 60 };
+    pid_t kids[KIDS];
+    for (int i = 0; i < KIDS; i++) {
         kids[i] = fork();
         ASSERT(kids[i] >= 0);
         if (kids[i] == 0) {
             tt_store *s = NULL;
             char err[256];
-            int rc = tt_store_open(p, &s, err, sizeof err);
-            if (rc) fprintf(stderr, "child open: %s\n", err);
+            if (tt_store_open(p, &s, err, sizeof err)) {
+                fprintf(stderr, "child open: %s\n", err);
+                _exit(1);
+            }
+            setup_ids(s);
+            for (int j = 0; j < EACH; j++) {
+                tt_record r = rec_of(key_of(GPU_A, 1000 * (i + 1) + j), cfg_of(64, 2), TT_MEAS_OK, 1.0 + j);
+                if (tt_store_add_measurement(s, &r, NULL)) {
+                    fprintf(stderr, "child add: %s\n", tt_store_errmsg(s));
+                    _exit(2);
+                }
+            }
             tt_store_close(s);
-            _exit(rc ? 1 : 0);
+            _exit(0);
         }
     }
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < KIDS; i++) {
         int st = 0;
         ASSERT_EQ(waitpid(kids[i], &st, 0), kids[i]);
         ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
     ASSERT_EQ(raw_int(p, "PRAGMA user_version"), TT_STORE_SCHEMA_VERSION);
+    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM measurement"), KIDS * EACH);
+    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM pragma_quick_check WHERE quick_check = 'ok'"), 1);
     cleanup();
 }
 
@@ -553,9 +576,19 @@ static const char *db_with_commits_in_wal(int records) {
     return wal;
 }
 
-/* Refused with `words`, the database and the WAL byte-identical and (when
- * `no_shm`: refused before SQLite opened the file) no -shm left behind. */
-static void expect_wal_refusal(const char *wal, int code, const char *words, int no_shm) {
+/* Inverts the byte at `off` of the file `path`. */
+static void flip_byte(const char *path, long long off) {
+    int fd = open(path, O_RDWR);
+    unsigned char b;
+    ASSERT_EQ(pread(fd, &b, 1, off), 1);
+    b ^= 0xff;
+    ASSERT_EQ(pwrite(fd, &b, 1, off), 1);
+    close(fd);
+}
+
+/* Refused with `words`, the database and the WAL byte-identical and no
+ * -shm left behind. */
+static void expect_wal_refusal(const char *wal, int code, const char *words) {
     long long wsize0, wsize1;
     uint64_t w0 = file_hash(wal, &wsize0);
     char shm[420];
@@ -563,7 +596,7 @@ static void expect_wal_refusal(const char *wal, int code, const char *words, int
     unlink(shm);
     expect_refusal(dbpath, code, words);
     ASSERT(file_hash(wal, &wsize1) == w0 && wsize1 == wsize0);
-    if (no_shm) ASSERT(access(shm, F_OK) != 0);
+    ASSERT(access(shm, F_OK) != 0);
 }
 
 TEST(a_damaged_wal_is_refused_untouched) {
@@ -591,19 +624,32 @@ TEST(a_damaged_wal_is_refused_untouched) {
     }
     /* one byte of the first frame's page flipped: recovery would stop there
      * and drop every commit after it */
-    int fd = open(wal, O_RDWR);
-    unsigned char b;
-    ASSERT_EQ(pread(fd, &b, 1, 32 + 24 + 100), 1);
-    b ^= 0xff;
-    ASSERT_EQ(pwrite(fd, &b, 1, 32 + 24 + 100), 1);
-    close(fd);
-    expect_wal_refusal(wal, TT_ERR_CORRUPT, "damaged write-ahead log (frame 1 fails its checksum", 1);
+    flip_byte(wal, 32 + 24 + 100);
+    expect_wal_refusal(wal, TT_ERR_CORRUPT, "damaged write-ahead log (frame 1 fails its checksum");
     /* random bytes as the WAL */
     char junk[8192];
     for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)(i * 7919 % 251);
     write_file(wal, junk, sizeof junk);
-    expect_wal_refusal(wal, TT_ERR_CORRUPT, "damaged write-ahead log", 1);
+    expect_wal_refusal(wal, TT_ERR_CORRUPT, "damaged write-ahead log");
     cleanup();
+}
+
+/* A tiletune database at `p` with another database's WAL next to it
+ * (`wal`: its path). */
+static void db_with_foreign_wal(const char *p, char wal[420]) {
+    tt_store_close(open_ok(p));
+    char other[400], otherwal[420];
+    snprintf(other, sizeof other, "%s/other.db", tmpdir);
+    sqlite3 *db = NULL;
+    ASSERT_EQ(sqlite3_open(other, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; CREATE TABLE t(x); "
+                               "INSERT INTO t VALUES (1)", NULL, NULL, NULL), SQLITE_OK);
+    snprintf(otherwal, sizeof otherwal, "%s-wal", other);
+    snprintf(wal, 420, "%s-wal", p);
+    copy_file(otherwal, wal);
+    sqlite3_close(db);
+    unlink(other);
+    unlink(otherwal);
 }
 
 /* Another database's WAL next to ours, and a user_version no tiletune
@@ -611,20 +657,9 @@ TEST(a_damaged_wal_is_refused_untouched) {
  * or "table gpu already exists". */
 TEST(a_foreign_wal_and_a_negative_version_are_named) {
     const char *p = fresh_path();
-    tt_store_close(open_ok(p));
-    char other[400], otherwal[420], wal[420];
-    snprintf(other, sizeof other, "%s/other.db", tmpdir);
-    sqlite3 *db = NULL;
-    ASSERT_EQ(sqlite3_open(other, &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; CREATE TABLE t(x); "
-                               "INSERT INTO t VALUES (1)", NULL, NULL, NULL), SQLITE_OK);
-    snprintf(otherwal, sizeof otherwal, "%s-wal", other);
-    snprintf(wal, sizeof wal, "%s-wal", p);
-    copy_file(otherwal, wal);
-    sqlite3_close(db);
-    unlink(other);
-    unlink(otherwal);
-    expect_wal_refusal(wal, TT_ERR_CORRUPT, "belongs to another database", 0);
+    char wal[420];
+    db_with_foreign_wal(p, wal);
+    expect_wal_refusal(wal, TT_ERR_CORRUPT, "belongs to another database");
     unlink(wal);
     raw_exec(p, "PRAGMA user_version = -1");
     char shm[420];
@@ -632,7 +667,246 @@ TEST(a_foreign_wal_and_a_negative_version_are_named) {
     unlink(shm);
     unlink(wal);
     expect_refusal(p, TT_ERR_CORRUPT, "schema version -1");
-    ASSERT(access(shm, F_OK) != 0 && access(wal, F_OK) != 0); /* refused from the header: nothing created */
+    ASSERT(access(shm, F_OK) != 0 && access(wal, F_OK) != 0);
+    cleanup();
+}
+
+/* What a directory holds: every name, with each file's size and content
+ * hash, in name order. */
+static void dir_state(const char *dir, char *out, size_t len) {
+    struct dirent **names = NULL;
+    int n = scandir(dir, &names, NULL, alphasort);
+    ASSERT(n >= 0);
+    size_t at = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (strcmp(names[i]->d_name, ".") && strcmp(names[i]->d_name, "..")) {
+            char p[600];
+            long long size = 0;
+            snprintf(p, sizeof p, "%s/%s", dir, names[i]->d_name);
+            uint64_t h = file_hash(p, &size);
+            at += (size_t)snprintf(out + at, len - at, "%s:%lld:%016llx ", names[i]->d_name, size,
+                                   (unsigned long long)h);
+            ASSERT(at < len);
+        }
+        free(names[i]);
+    }
+    free(names);
+}
+
+/* Refused with `words`, and the directory exactly as it was: the same
+ * names, each file with the same bytes (no -wal or -shm created). */
+static void expect_refusal_leaves_dir(const char *path, int code, const char *words) {
+    char before[2048], after[2048];
+    dir_state(tmpdir, before, sizeof before);
+    expect_refusal(path, code, words);
+    dir_state(tmpdir, after, sizeof after);
+    if (strcmp(before, after) != 0) TT_FAIL_AT("directory changed:\n  before %s\n  after  %s", before, after);
+}
+
+static uint32_t get_be32(const unsigned char *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void put_be32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (24 - 8 * i));
+}
+
+/* SQLite's WAL checksum in native (little-endian) words, as SQLite writes
+ * it here: `sum` runs on over the `n` bytes at `p`. */
+static void wal_cksum(uint32_t sum[2], const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i += 8) {
+        uint32_t x[2];
+        memcpy(x, p + i, 8);
+        sum[0] += x[0] + sum[1];
+        sum[1] += x[1] + sum[0];
+    }
+}
+
+/* A tiletune database of 300 measurements whose last commit is only in
+ * its WAL, as a kill -9 leaves it (no -shm); then a page the WAL does not
+ * hold scribbled over, which only quick_check sees. */
+static void db_with_wal_and_damage(const char *p) {
+    char live[400], livewal[420], wal[420];
+    make_and_scribble(p, 1LL << 40); /* nothing scribbled: a clean closed file */
+    snprintf(live, sizeof live, "%s/live.db", tmpdir);
+    copy_file(p, live);
+    sqlite3 *db = NULL;
+    ASSERT_EQ(sqlite3_open(live, &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA wal_autocheckpoint = 0; UPDATE gpu SET name = 'NVIDIA H200 NVL'", NULL, NULL,
+                           NULL), SQLITE_OK);
+    snprintf(livewal, sizeof livewal, "%s-wal", live);
+    snprintf(wal, sizeof wal, "%s-wal", p);
+    copy_file(live, p);
+    copy_file(livewal, wal);
+    sqlite3_close(db);
+    unlink(live);
+    unlink(livewal);
+    long long page = raw_int(p, "PRAGMA page_size"), size = 0, wsize = 0; /* read-only: leaves a -shm */
+    file_hash(p, &size);
+    file_hash(wal, &wsize);
+    /* the last page of the file that no frame of the WAL replaces */
+    unsigned char *w = malloc((size_t)wsize);
+    int fd = open(wal, O_RDONLY);
+    ASSERT_EQ(read(fd, w, (size_t)wsize), wsize);
+    close(fd);
+    long long victim = size / page;
+    for (int again = 1; again;) {
+        again = 0;
+        for (long long off = 32; off + 24 + page <= wsize; off += 24 + page)
+            if (get_be32(w + off) == victim) {
+                victim--;
+                again = 1;
+            }
+    }
+    free(w);
+    ASSERT(victim > 1);
+    char *junk = malloc((size_t)page);
+    memset(junk, 0x5a, (size_t)page);
+    fd = open(p, O_WRONLY);
+    ASSERT_EQ(pwrite(fd, junk, (size_t)page, (victim - 1) * page), page);
+    close(fd);
+    free(junk);
+    char shm[420];
+    snprintf(shm, sizeof shm, "%s-shm", p);
+    unlink(shm);
+}
+
+/* Every refusal, whether the header, the WAL or only SQLite's own reading
+ * decides it, leaves the directory as it was: no -wal or -shm appear
+ * (SQLite's read-only open of a WAL database creates both). */
+TEST(every_refusal_leaves_the_directory_as_it_was) {
+    /* damage only quick_check finds, no WAL */
+    const char *p = fresh_path();
+    make_and_scribble(p, -2);
+    expect_refusal_leaves_dir(p, TT_ERR_CORRUPT, "corrupt database");
+    cleanup();
+    /* the schema itself unreadable */
+    p = fresh_path();
+    make_and_scribble(p, 1);
+    expect_refusal_leaves_dir(p, TT_ERR_CORRUPT, "corrupt");
+    cleanup();
+    /* damage quick_check finds in the file under a WAL with a commit */
+    p = fresh_path();
+    db_with_wal_and_damage(p);
+    expect_refusal_leaves_dir(p, TT_ERR_CORRUPT, "corrupt database");
+    cleanup();
+    /* another database's WAL */
+    p = fresh_path();
+    char wal[420];
+    db_with_foreign_wal(p, wal);
+    expect_refusal_leaves_dir(p, TT_ERR_CORRUPT, "belongs to another database");
+    cleanup();
+    /* a WAL with one corrupt frame and commits after it */
+    const char *w = db_with_commits_in_wal(200);
+    flip_byte(w, 32 + 24 + 100);
+    expect_refusal_leaves_dir(dbpath, TT_ERR_CORRUPT, "damaged write-ahead log (frame 1 fails its checksum");
+    cleanup();
+    /* refused from the header: newer, another application's */
+    p = fresh_path();
+    tt_store_close(open_ok(p));
+    raw_exec(p, "PRAGMA user_version = 99");
+    expect_refusal_leaves_dir(p, TT_ERR_VERSION, "newer");
+    raw_exec(p, "PRAGMA application_id = 1234");
+    expect_refusal_leaves_dir(p, TT_ERR_CORRUPT, "application_id");
+    cleanup();
+    /* a header whose page size SQLite would not read (0, not a power of 2),
+     * in WAL mode and in rollback mode */
+    for (int i = 0; i < 4; i++) {
+        p = fresh_path();
+        tt_store_close(open_ok(p));
+        int fd = open(p, O_WRONLY);
+        unsigned char bad[2][2] = {{0, 0}, {3, 0}};
+        ASSERT_EQ(pwrite(fd, bad[i % 2], 2, 16), 2);
+        if (i >= 2) ASSERT_EQ(pwrite(fd, "\1\1", 2, 18), 2);
+        close(fd);
+        if (i == 0) { /* and a WAL of 0-byte pages, which passes its own checks */
+            unsigned char h[64] = {0};
+            uint32_t sum[2] = {0, 0};
+            put_be32(h, 0x377f0682);
+            put_be32(h + 4, 3007000);
+            put_be32(h + 16, 1);
+            wal_cksum(sum, h, 24);
+            put_be32(h + 24, sum[0]);
+            put_be32(h + 28, sum[1]);
+            char wal[420];
+            snprintf(wal, sizeof wal, "%s-wal", p);
+            write_file(wal, h, sizeof h);
+        }
+        expect_refusal_leaves_dir(p, TT_ERR_CORRUPT, i % 2 ? "page size of 768 bytes" : "page size of 0 bytes");
+        cleanup();
+    }
+    /* another application's database in rollback mode, which only SQLite
+     * (opened where it lies) refuses */
+    p = fresh_path();
+    raw_exec(p, "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users VALUES (1, 'x')");
+    expect_refusal_leaves_dir(p, TT_ERR_CORRUPT, "1 schema objects");
+    cleanup();
+}
+
+/* A WAL whose last commit claims pages no file holds, with checksums that
+ * SQLite accepts (as anyone can compute them): refused at once, without
+ * making up (and holding) those pages, and nothing created. */
+TEST(a_wal_commit_claiming_unwritten_pages_is_refused) {
+    const char *wal = db_with_commits_in_wal(20);
+    long long size = 0;
+    file_hash(wal, &size);
+    unsigned char *w = malloc((size_t)size);
+    int fd = open(wal, O_RDWR);
+    ASSERT_EQ(read(fd, w, (size_t)size), size);
+    ASSERT_EQ(get_be32(w) & 1, 0); /* checksums in native (little-endian) words */
+    size_t page = get_be32(w + 8), fsz = 24 + page, last = 0;
+    uint32_t sum[2] = {get_be32(w + 24), get_be32(w + 28)};
+    for (size_t off = 32; off + fsz <= (size_t)size && !memcmp(w + off + 8, w + 16, 8); off += fsz)
+        if (get_be32(w + off + 4)) last = off;
+    ASSERT(last > 0);
+    put_be32(w + last + 4, 0x7fffffff);
+    for (size_t off = 32; off <= last; off += fsz) {
+        wal_cksum(sum, w + off, 8); /* not the frame header's salts and checksum */
+        wal_cksum(sum, w + off + 24, page);
+        put_be32(w + off + 16, sum[0]);
+        put_be32(w + off + 20, sum[1]);
+    }
+    ASSERT_EQ(pwrite(fd, w, last + fsz, 0), (long long)(last + fsz));
+    close(fd);
+    free(w);
+    expect_refusal_leaves_dir(dbpath, TT_ERR_CORRUPT, "a commit gives the database 2147483647 pages");
+    cleanup();
+}
+
+/* The files a kill -9 leaves at every stage of a WAL's life (growing,
+ * checkpointed, restarted over an older generation's frames): each is
+ * accepted, and opens with every commit made before the copy. The check
+ * reads these WALs itself, so its recovery must match SQLite's. */
+TEST(crash_copies_at_every_stage_are_accepted_whole) {
+    const char *p = fresh_path();
+    char live[400], livewal[420], wal[420];
+    snprintf(live, sizeof live, "%s/live.db", tmpdir);
+    snprintf(livewal, sizeof livewal, "%s-wal", live);
+    snprintf(wal, sizeof wal, "%s-wal", p);
+    tt_store *s = open_ok(live);
+    setup_ids(s);
+    sqlite3 *ck = NULL;
+    ASSERT_EQ(sqlite3_open(live, &ck), SQLITE_OK);
+    for (int i = 1; i <= 120; i++) {
+        add(s, rec_of(key_of(GPU_A, i), cfg_of(64, 1 + i % 4), TT_MEAS_OK, 1.0 + i));
+        /* a checkpoint now and then: the next commit restarts the WAL */
+        if (i % 7 == 0) ASSERT_EQ(sqlite3_exec(ck, "PRAGMA wal_checkpoint(PASSIVE)", NULL, NULL, NULL), SQLITE_OK);
+        if (i % 3) continue;
+        copy_file(live, p);
+        copy_file(livewal, wal);
+        tt_store *c = NULL;
+        char err[256];
+        if (tt_store_open(p, &c, err, sizeof err)) TT_FAIL_AT("crash copy after %d commits refused: %s", i, err);
+        int64_t n = 0;
+        ASSERT_OK(tt_store_count_measurements(c, &n));
+        ASSERT_EQ(n, i);
+        tt_store_close(c);
+        cleanup_files(p);
+    }
+    sqlite3_close(ck);
+    tt_store_close(s);
+    cleanup_files(live);
     cleanup();
 }
 
@@ -1288,20 +1562,27 @@ TEST(reader_is_not_blocked_by_an_open_write_transaction) {
     cleanup();
 }
 
-TEST(concurrent_writer_and_reader_processes) {
-    const char *p = fresh_path();
+/* A new database at `p` with the ids and `bulk` measurements of other
+ * keys, and a child process that opens it and adds `n` measurements over
+ * `keys` keys, each faster than the last. */
+static pid_t spawn_writer(const char *p, int bulk, int n, int keys) {
     tt_store *s = open_ok(p);
     setup_ids(s);
+    ASSERT_OK(tt_store_begin(s));
+    for (int i = 0; i < bulk; i++) add(s, rec_of(key_of(GPU_B, 1 + i), cfg_of(64, 2), TT_MEAS_OK, 1.0));
+    ASSERT_OK(tt_store_commit(s));
     tt_store_close(s);
-    enum { N = 400 };
     pid_t kid = fork();
     ASSERT(kid >= 0);
     if (kid == 0) {
         tt_store *ws = NULL;
         char err[256];
-        if (tt_store_open(p, &ws, err, sizeof err)) _exit(1);
-        for (int i = 0; i < N; i++) {
-            tt_record r = rec_of(key_of(GPU_A, 1 + i % 50), cfg_of(64, 1 + i % 4), TT_MEAS_OK, 10.0 - i * 0.01);
+        if (tt_store_open(p, &ws, err, sizeof err)) {
+            fprintf(stderr, "writer: %s\n", err);
+            _exit(1);
+        }
+        for (int i = 0; i < n; i++) {
+            tt_record r = rec_of(key_of(GPU_A, 1 + i % keys), cfg_of(64, 1 + i % 4), TT_MEAS_OK, 10.0 - i * 0.001);
             if (tt_store_add_measurement(ws, &r, NULL)) {
                 fprintf(stderr, "writer: %s\n", tt_store_errmsg(ws));
                 _exit(2);
@@ -1310,7 +1591,14 @@ TEST(concurrent_writer_and_reader_processes) {
         tt_store_close(ws);
         _exit(0);
     }
-    s = open_ok(p);
+    return kid;
+}
+
+TEST(concurrent_writer_and_reader_processes) {
+    const char *p = fresh_path();
+    enum { N = 400 };
+    pid_t kid = spawn_writer(p, 0, N, 50);
+    tt_store *s = open_ok(p);
     int64_t last = 0, best = 0;
     int done = 0, reads = 0;
     while (!done) {
@@ -1334,6 +1622,33 @@ TEST(concurrent_writer_and_reader_processes) {
     ASSERT_EQ(best, 50);
     ASSERT(reads > 0);
     tt_store_close(s);
+    cleanup();
+}
+
+/* Opening beside a process that keeps writing (its WAL growing,
+ * checkpointed and restarted while the inspection copies the files): no
+ * torn copy is taken for damage, every open accepts the file, and every
+ * commit lands. */
+TEST(opens_beside_a_busy_writer_accept_it) {
+    const char *p = fresh_path();
+    enum { BULK = 15000, N = 4000 };
+    pid_t kid = spawn_writer(p, BULK, N, N);
+    tt_store *s = NULL;
+    int opens = 0;
+    for (int done = 0; !done;) {
+        char err[256];
+        int rc = tt_store_open(p, &s, err, sizeof err);
+        if (rc != 0) TT_FAIL_AT("open beside the writer = %d: %s", rc, err);
+        tt_store_close(s);
+        opens++;
+        int wst = 0;
+        if (waitpid(kid, &wst, WNOHANG) == kid) {
+            ASSERT(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+            done = 1;
+        }
+    }
+    ASSERT(opens > 1);
+    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM measurement"), BULK + N);
     cleanup();
 }
 

@@ -1,9 +1,9 @@
 /*
  * The tuning database. Opening is two-phase so that a file we must refuse
- * is never written: a read-only connection (and, before it, a look at the
- * file's first bytes) decides whether the file is ours, new, newer, foreign
- * or corrupt; only then is it opened read-write, switched to WAL and
- * migrated. Statements are prepared once at open; the knob columns are
+ * is never written and gains no -wal/-shm: a look at the file's bytes, then
+ * SQLite on a private copy of the file and its WAL (see inspect), decides
+ * whether the file is ours, new, newer, foreign or corrupt; only then is it
+ * opened read-write, switched to WAL and migrated. Statements are prepared once at open; the knob columns are
  * bound and read by walking the knob list (src/common/knobs.def).
  */
 #include "tuner/store/store.h"
@@ -139,6 +139,7 @@ NAME_INDEX(tt_jkey_state, tt_jkey_state_parse)
 
 static void set_err(tt_store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_err(tt_store *s, const char *fmt, ...) {
+    if (!s) return; /* a probe whose failure says nothing */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(s->err, sizeof s->err, fmt, ap);
@@ -625,42 +626,125 @@ static void wal_sum(int big, const unsigned char *p, size_t n, uint32_t *s1, uin
 }
 
 /*
- * The write-ahead log next to the database, checked as SQLite's recovery
- * reads it, so that a damaged one is refused instead of silently dropped
- * with the commits in it: no file or an empty one is fine; otherwise the
- * header must be a WAL header of this page size with a good checksum, and
- * no frame of the current generation (its salts) may fail its checksum
- * while a commit follows it (recovery would stop there and lose that
- * commit). Frames of an older generation after the last good one are the
- * normal leftovers of a checkpoint; a torn uncommitted tail is a crash's.
+ * Inspection reads the files and never lets SQLite open them where that
+ * would create something: SQLite's read-only open of a WAL database
+ * creates an empty -wal and a -shm, and nothing can safely remove them
+ * again (another process opening the database meanwhile may be using
+ * them). So a WAL database (or one with a -wal beside it) is judged on a
+ * private copy: the file and its WAL read whole, the WAL's committed
+ * frames applied as SQLite's recovery would, and the result handed to an
+ * in-memory SQLite. Only a file in rollback mode with no -wal is opened
+ * read-only where it lies, which creates nothing.
  */
-static int check_wal(tt_store *s, const char *path, uint32_t page_size, int *has_frames) {
-    char wal[4200];
-    snprintf(wal, sizeof wal, "%s-wal", path);
-    int ret = 0;
-    unsigned char *frame = NULL;
-    *has_frames = 0;
-    int fd = open(wal, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+
+/* A file read whole, and which file it was. */
+typedef struct {
+    unsigned char *b;
+    size_t n, cap;
+    int exists;
+    dev_t dev;
+    ino_t ino;
+} file_copy;
+
+static void copy_free(file_copy *c) {
+    free(c->b);
+    memset(c, 0, sizeof *c);
+}
+
+/* No file is a copy with exists = 0. Refuses a symlink and anything but a
+ * regular file (a FIFO without waiting for a writer). `s` NULL: no message. */
+static int read_whole(tt_store *s, const char *path, file_copy *c) {
+    memset(c, 0, sizeof *c);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) {
         if (errno == ENOENT) return 0;
-        set_err(s, "%s: %s", wal, strerror(errno));
+        set_err(s, "%s: %s", path, strerror(errno));
         return errno == ELOOP ? TT_ERR_INVAL : TT_ERR_IO;
     }
+    int ret = 0;
     struct stat sb;
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        set_err(s, "%s: not a regular file", wal);
+        set_err(s, "%s: not a regular file", path);
         ret = TT_ERR_INVAL;
         goto out;
     }
-    if (sb.st_size == 0) goto out;
-    unsigned char h[32];
-    if (read(fd, h, sizeof h) != (ssize_t)sizeof h || (be32(h) & ~1u) != 0x377f0682u || be32(h + 4) != 3007000 ||
-        be32(h + 8) != page_size) {
+    c->exists = 1;
+    c->dev = sb.st_dev;
+    c->ino = sb.st_ino;
+    /* the file may grow while it is read: read to the end, not to st_size */
+    for (;;) {
+        if (c->n == c->cap) {
+            size_t cap = c->cap ? c->cap * 2 : (size_t)sb.st_size + 4096;
+            unsigned char *b = realloc(c->b, cap);
+            if (!b) {
+                set_err(s, "%s: out of memory reading it (%zu bytes) for its check", path, cap);
+                ret = TT_ERR_NOMEM;
+                goto out;
+            }
+            c->b = b;
+            c->cap = cap;
+        }
+        ssize_t got = read(fd, c->b + c->n, c->cap - c->n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            set_err(s, "%s: %s", path, strerror(errno));
+            ret = TT_ERR_IO;
+            goto out;
+        }
+        if (got == 0) break;
+        c->n += (size_t)got;
+    }
+out:
+    close(fd);
+    if (ret < 0) copy_free(c);
+    return ret;
+}
+
+/* Whether `path` is still the file `c` copied, byte for byte. */
+static int unchanged(const char *path, const file_copy *c) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) return !c->exists && errno == ENOENT;
+    struct stat sb;
+    int same = c->exists && fstat(fd, &sb) == 0 && sb.st_dev == c->dev && sb.st_ino == c->ino;
+    unsigned char buf[65536];
+    for (size_t at = 0; same;) {
+        ssize_t got = read(fd, buf, sizeof buf);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            same = got == 0 && at == c->n;
+            break;
+        }
+        same = at + (size_t)got <= c->n && memcmp(buf, c->b + at, (size_t)got) == 0;
+        at += (size_t)got;
+    }
+    close(fd);
+    return same;
+}
+
+/*
+ * The write-ahead log `w` of `wal`, checked as SQLite's recovery reads it,
+ * so that a damaged one is refused instead of silently dropped with the
+ * commits in it: no file or an empty one is fine; otherwise the header
+ * must be a WAL header of this page size with a good checksum, and no
+ * frame of the current generation (its salts) may fail its checksum while
+ * a commit follows it (recovery would stop there and lose that commit).
+ * Frames of an older generation after the last good one are the normal
+ * leftovers of a checkpoint; a torn uncommitted tail is a crash's. On
+ * success *frames is the count of frames recovery keeps (up to its last
+ * commit) and *pages the database's size in pages after them. `db_size`:
+ * the database file's size in bytes.
+ */
+static int check_wal(tt_store *s, const char *wal, const file_copy *w, uint32_t page_size, size_t db_size,
+                     size_t *frames, uint32_t *pages) {
+    *frames = 0;
+    *pages = 0;
+    if (!w->exists || w->n == 0) return 0;
+    const unsigned char *h = w->b;
+    if (w->n < 32 || (be32(h) & ~1u) != 0x377f0682u || be32(h + 4) != 3007000 || be32(h + 8) != page_size) {
         set_err(s, "%s: damaged write-ahead log (not a WAL of this database's %u-byte pages); the commits in it "
                    "would be lost: restore it or the database from a backup, or move it away to accept the loss",
                 wal, page_size);
-        ret = TT_ERR_CORRUPT;
-        goto out;
+        return TT_ERR_CORRUPT;
     }
     int big = be32(h) & 1;
     uint32_t s1 = 0, s2 = 0;
@@ -668,114 +752,73 @@ static int check_wal(tt_store *s, const char *path, uint32_t page_size, int *has
     if (s1 != be32(h + 24) || s2 != be32(h + 28)) {
         set_err(s, "%s: damaged write-ahead log (bad header checksum); the commits in it would be lost: restore "
                    "it or the database from a backup, or move it away to accept the loss", wal);
-        ret = TT_ERR_CORRUPT;
-        goto out;
+        return TT_ERR_CORRUPT;
     }
     size_t fsz = 24 + (size_t)page_size;
-    if (!(frame = malloc(fsz))) {
-        ret = TT_ERR_NOMEM;
-        goto out;
-    }
     int64_t bad_at = -1;
-    for (int64_t i = 0;; i++) {
-        ssize_t n = read(fd, frame, fsz);
-        if (n != (ssize_t)fsz) break;
+    uint32_t top = (uint32_t)((db_size + page_size - 1) / page_size); /* the highest page written anywhere */
+    for (size_t i = 0; 32 + (i + 1) * fsz <= w->n; i++) {
+        const unsigned char *frame = w->b + 32 + i * fsz;
         if (be32(frame + 8) != be32(h + 16) || be32(frame + 12) != be32(h + 20)) break; /* older generation */
-        *has_frames = 1;
         if (bad_at >= 0) {
             if (be32(frame + 4) != 0) { /* a commit after the damage */
                 set_err(s, "%s: damaged write-ahead log (frame %lld fails its checksum, a commit follows it); the "
                            "commits after it would be lost: restore it or the database from a backup, or move it "
                            "away to accept the loss", wal, (long long)bad_at + 1);
-                ret = TT_ERR_CORRUPT;
-                goto out;
+                return TT_ERR_CORRUPT;
             }
             continue;
         }
         wal_sum(big, frame, 8, &s1, &s2);
         wal_sum(big, frame + 24, page_size, &s1, &s2);
-        if (s1 != be32(frame + 16) || s2 != be32(frame + 20)) bad_at = i;
+        if (s1 != be32(frame + 16) || s2 != be32(frame + 20) || be32(frame) == 0) {
+            bad_at = (int64_t)i;
+        } else {
+            if (be32(frame) > top) top = be32(frame);
+            if (be32(frame + 4) != 0) {
+                *frames = i + 1;
+                *pages = be32(frame + 4);
+            }
+        }
     }
-out:
-    free(frame);
-    close(fd);
-    return ret;
+    /* A commit only ever counts pages that were written (the copy would
+     * otherwise have to make up, and hold, pages no file has). */
+    if (*pages > top) {
+        set_err(s, "%s: damaged write-ahead log (a commit gives the database %u pages; the file and the log hold "
+                   "%u)", wal, *pages, top);
+        return TT_ERR_CORRUPT;
+    }
+    return 0;
+}
+
+/* The database as SQLite would read it: a new copy of the file `d` with
+ * the first `frames` frames of `w` written over it, cut or grown to `pages`
+ * pages. */
+static unsigned char *apply_wal(const file_copy *d, const file_copy *w, uint32_t page_size, size_t frames,
+                                uint32_t pages) {
+    size_t size = (size_t)pages * page_size;
+    unsigned char *b = malloc(size);
+    if (!b) return NULL;
+    memcpy(b, d->b, d->n < size ? d->n : size);
+    if (size > d->n) memset(b + d->n, 0, size - d->n);
+    for (size_t i = 0; i < frames; i++) {
+        const unsigned char *frame = w->b + 32 + i * (24 + (size_t)page_size);
+        uint32_t pg = be32(frame);
+        if (pg <= pages) memcpy(b + (size_t)(pg - 1) * page_size, frame + 24, page_size);
+    }
+    return b;
 }
 
 /*
- * Decides, without writing anything, whether `path` may be opened for
- * writing: it does not exist, is empty (0 bytes, or SQLite with no schema
- * and no ids), or is a healthy tiletune database no newer than this build
- * with a write-ahead log SQLite would recover whole. Refuses a symlink and
- * anything but a regular file (a FIFO without waiting for a writer).
+ * SQLite's view of the database on `db` (the file itself, or a copy):
+ * refused unless it is an empty SQLite database or a healthy tiletune one
+ * no newer than this build. `file_app` is the application id in the file's
+ * own header, to tell a foreign WAL from a foreign file.
  */
-static int inspect(tt_store *s, const char *path) {
+static int judge(tt_store *s, sqlite3 *db, const char *path, int64_t file_app) {
     int ret = 0;
-    sqlite3 *db = NULL;
-    struct stat sb;
-    if (lstat(path, &sb) < 0) {
-        if (errno == ENOENT) return 0;
-        set_err(s, "%s: %s", path, strerror(errno));
-        return TT_ERR_IO;
-    }
-    if (S_ISLNK(sb.st_mode)) {
-        set_err(s, "%s is a symbolic link: give the database's own path", path);
-        return TT_ERR_INVAL;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        set_err(s, "%s: not a regular file", path);
-        return TT_ERR_INVAL;
-    }
-    /* O_NONBLOCK|O_NOFOLLOW: the file may have been swapped since lstat */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0) {
-        set_err(s, "%s: %s", path, strerror(errno));
-        return errno == ELOOP ? TT_ERR_INVAL : TT_ERR_IO;
-    }
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        set_err(s, "%s: not a regular file", path);
-        return TT_ERR_INVAL;
-    }
-    /* SQLite would treat a short junk file as corrupt only on first read;
-     * looking at the header ourselves gives a plain answer. */
-    unsigned char head[100] = {0};
-    ssize_t n = sb.st_size > 0 ? read(fd, head, sizeof head) : 0;
-    close(fd);
-    if (sb.st_size == 0) return 0;
-    if (n != (ssize_t)sizeof head || memcmp(head, "SQLite format 3", 16) != 0) {
-        set_err(s, "%s: not a tiletune database (not an SQLite file)", path);
-        return TT_ERR_CORRUPT;
-    }
-    uint32_t page_size = (uint32_t)head[16] << 8 | head[17];
-    if (page_size == 1) page_size = 65536;
-    int64_t file_app = (int32_t)be32(head + 68), file_ver = (int32_t)be32(head + 60);
-    int wal_frames;
-    if ((ret = check_wal(s, path, page_size, &wal_frames)) < 0) return ret;
-    /* With nothing in a WAL the header is the truth: what it refuses is
-     * refused before SQLite opens the file (which may create -wal/-shm) */
-    if (!wal_frames && file_app != TT_STORE_APPLICATION_ID && file_app != 0) {
-        set_err(s, "%s: not a tiletune database (application_id 0x%08llx)", path,
-                (unsigned long long)(uint32_t)file_app);
-        return TT_ERR_CORRUPT;
-    }
-    if (!wal_frames && file_app == TT_STORE_APPLICATION_ID && file_ver > TT_STORE_SCHEMA_VERSION) {
-        set_err(s, "%s: schema version %lld is newer than this tiletune knows (%d); upgrade tiletune", path,
-                (long long)file_ver, TT_STORE_SCHEMA_VERSION);
-        return TT_ERR_VERSION;
-    }
-    if (!wal_frames && file_app == TT_STORE_APPLICATION_ID && file_ver < 1) {
-        set_err(s, "%s: a tiletune database with schema version %lld, which no tiletune writes", path,
-                (long long)file_ver);
-        return TT_ERR_CORRUPT;
-    }
-
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, NULL);
-    if (rc != SQLITE_OK) OPEN_FAIL(map_sqlite(rc), "%s: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-    /* Another process may be creating or migrating the file right now. */
-    sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
     int64_t app = 0, ver = 0, nobj = 0;
-    rc = query_int(db, "PRAGMA application_id", &app);
+    int rc = query_int(db, "PRAGMA application_id", &app);
     if (rc == SQLITE_OK) rc = query_int(db, "PRAGMA user_version", &ver);
     if (rc == SQLITE_OK) rc = query_int(db, "SELECT count(*) FROM sqlite_master", &nobj);
     if (rc != SQLITE_OK) {
@@ -810,8 +853,177 @@ static int inspect(tt_store *s, const char *path) {
     if (rc != SQLITE_OK || strcmp(msg, "ok") != 0)
         OPEN_FAIL(TT_ERR_CORRUPT, "%s: corrupt database: %s", path, msg);
 out:
-    sqlite3_close(db);
     return ret;
+}
+
+/* The header's word on the file: its page size and application id, or a
+ * refusal of what is not SQLite (or has a page size SQLite would not
+ * read). `n` bytes of it at `head`. */
+static int read_header(tt_store *s, const char *path, const unsigned char *head, size_t n, uint32_t *page_size,
+                       int64_t *app, int64_t *ver) {
+    if (n < 100 || memcmp(head, "SQLite format 3", 16) != 0) {
+        set_err(s, "%s: not a tiletune database (not an SQLite file)", path);
+        return TT_ERR_CORRUPT;
+    }
+    *page_size = (uint32_t)head[16] << 8 | head[17];
+    if (*page_size == 1) *page_size = 65536;
+    if (*page_size < 512 || (*page_size & (*page_size - 1))) {
+        set_err(s, "%s: corrupt database: its header gives a page size of %u bytes", path, *page_size);
+        return TT_ERR_CORRUPT;
+    }
+    *app = (int32_t)be32(head + 68);
+    *ver = (int32_t)be32(head + 60);
+    return 0;
+}
+
+/* What the header alone refuses (with nothing in a WAL it is the truth). */
+static int judge_header(tt_store *s, const char *path, int64_t app, int64_t ver) {
+    if (app != TT_STORE_APPLICATION_ID && app != 0) {
+        set_err(s, "%s: not a tiletune database (application_id 0x%08llx)", path, (unsigned long long)(uint32_t)app);
+        return TT_ERR_CORRUPT;
+    }
+    if (app == TT_STORE_APPLICATION_ID && ver > TT_STORE_SCHEMA_VERSION) {
+        set_err(s, "%s: schema version %lld is newer than this tiletune knows (%d); upgrade tiletune", path,
+                (long long)ver, TT_STORE_SCHEMA_VERSION);
+        return TT_ERR_VERSION;
+    }
+    if (app == TT_STORE_APPLICATION_ID && ver < 1) {
+        set_err(s, "%s: a tiletune database with schema version %lld, which no tiletune writes", path,
+                (long long)ver);
+        return TT_ERR_CORRUPT;
+    }
+    return 0;
+}
+
+/* The copies `d` (of `path`) and `w` (of its WAL) judged as one database;
+ * both are left as they were read. */
+static int judge_copy(tt_store *s, const char *path, const char *wal, file_copy *d, const file_copy *w) {
+    if (!d->exists || d->n == 0) return 0; /* gone or empty meanwhile: ours to create */
+    uint32_t page_size, pages;
+    int64_t app, ver;
+    size_t frames;
+    int ret = read_header(s, path, d->b, d->n, &page_size, &app, &ver);
+    if (ret == 0) ret = check_wal(s, wal, w, page_size, d->n, &frames, &pages);
+    if (ret == 0 && !frames) ret = judge_header(s, path, app, ver);
+    if (ret < 0) return ret;
+    /* with no commit in the WAL the file alone is the database */
+    unsigned char *img = frames ? apply_wal(d, w, page_size, frames, pages) : d->b;
+    size_t n = frames ? (size_t)pages * page_size : d->n;
+    if (!img) {
+        set_err(s, "%s: out of memory applying its write-ahead log for the check", path);
+        return TT_ERR_NOMEM;
+    }
+    /* read in rollback mode: an in-memory database has no WAL */
+    unsigned char mode[2] = {img[18], img[19]};
+    if (img[18] == 2) img[18] = 1;
+    if (img[19] == 2) img[19] = 1;
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_deserialize(db, "main", img, (sqlite3_int64)n, (sqlite3_int64)n, SQLITE_DESERIALIZE_READONLY);
+    /* quick_check as on the file, where SQLite (seeing a read-only
+     * database) parses no CHECK constraint: evaluating them on every row
+     * would take several times as long */
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, "PRAGMA ignore_check_constraints = ON", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        set_err(s, "%s: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        ret = map_sqlite(rc);
+    } else {
+        ret = judge(s, db, path, app);
+    }
+    sqlite3_close(db);
+    if (img == d->b) memcpy(img + 18, mode, 2);
+    else free(img);
+    return ret;
+}
+
+/*
+ * Decides, creating and writing nothing, whether `path` may be opened for
+ * writing: it does not exist, is empty (0 bytes, or SQLite with no schema
+ * and no ids), or is a healthy tiletune database no newer than this build
+ * with a write-ahead log SQLite would recover whole. Refuses a symlink and
+ * anything but a regular file (a FIFO without waiting for a writer).
+ */
+static int inspect(tt_store *s, const char *path) {
+    int ret = 0;
+    struct stat sb;
+    if (lstat(path, &sb) < 0) {
+        if (errno == ENOENT) return 0;
+        set_err(s, "%s: %s", path, strerror(errno));
+        return TT_ERR_IO;
+    }
+    if (S_ISLNK(sb.st_mode)) {
+        set_err(s, "%s is a symbolic link: give the database's own path", path);
+        return TT_ERR_INVAL;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        set_err(s, "%s: not a regular file", path);
+        return TT_ERR_INVAL;
+    }
+    /* O_NONBLOCK|O_NOFOLLOW: the file may have been swapped since lstat */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) {
+        set_err(s, "%s: %s", path, strerror(errno));
+        return errno == ELOOP ? TT_ERR_INVAL : TT_ERR_IO;
+    }
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        set_err(s, "%s: not a regular file", path);
+        return TT_ERR_INVAL;
+    }
+    /* SQLite would treat a short junk file as corrupt only on first read;
+     * looking at the header ourselves gives a plain answer. */
+    unsigned char head[100] = {0};
+    ssize_t n = sb.st_size > 0 ? read(fd, head, sizeof head) : 0;
+    close(fd);
+    if (sb.st_size == 0) return 0;
+    uint32_t page_size;
+    int64_t file_app, file_ver;
+    if ((ret = read_header(s, path, head, n > 0 ? (size_t)n : 0, &page_size, &file_app, &file_ver)) < 0)
+        return ret;
+    char wal[4200];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    if (head[19] != 2 && lstat(wal, &sb) < 0 && errno == ENOENT) {
+        /* Rollback mode and no WAL: SQLite's read-only open creates no
+         * file, and its locks keep a writer's half-done transaction out. */
+        if ((ret = judge_header(s, path, file_app, file_ver)) < 0) return ret;
+        sqlite3 *db = NULL;
+        int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, NULL);
+        if (rc != SQLITE_OK) {
+            set_err(s, "%s: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+            ret = map_sqlite(rc);
+        } else {
+            /* Another process may be creating or migrating the file. */
+            sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
+            ret = judge(s, db, path, file_app);
+        }
+        sqlite3_close(db);
+        return ret;
+    }
+    /* A copy takes no lock: a writer may change the files while they are
+     * read, and a torn copy can look damaged. A refusal stands only when
+     * both files are still byte for byte what was judged. */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        file_copy d, w = {0};
+        if ((ret = read_whole(s, path, &d)) < 0) return ret;
+        if ((ret = read_whole(s, wal, &w)) < 0) {
+            copy_free(&d);
+            return ret;
+        }
+        ret = judge_copy(s, path, wal, &d, &w);
+        int stands = ret >= 0 || ret == TT_ERR_NOMEM || (unchanged(path, &d) && unchanged(wal, &w));
+        copy_free(&d);
+        copy_free(&w);
+        if (stands) return ret;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= BUSY_TIMEOUT_MS) {
+            set_err(s, "%s kept changing while it was checked (another process is writing it); try again", path);
+            return TT_ERR_DB;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    }
 }
 
 static int exec_sql(tt_store *s, const char *sql, const char *what) {
