@@ -121,8 +121,8 @@ int tt__pool_start(const tt__variant *v, size_t n, const tt__pool_opts *o, tt__p
     }
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
-    int t = o->threads;
-    if ((size_t)(t > 0 ? t : 0) > p->nprog) t = (int)p->nprog;
+    int t = o->threads > 0 ? o->threads : 0;
+    if ((size_t)t > p->nprog) t = (int)p->nprog;
     if (t > TT_POOL_MAX_THREADS) t = TT_POOL_MAX_THREADS;
     for (p->nthreads = 0; p->nthreads < t; p->nthreads++)
         if (pthread_create(&p->tid[p->nthreads], NULL, compile_thread, p) != 0) break;
@@ -139,7 +139,7 @@ tt__variant_status tt__pool_wait(tt__pool *p, size_t i) {
             pthread_mutex_unlock(&p->mu);
             return TT_VARIANT_UNCHECKED;
         }
-        /* With no thread, g is not started and is next or later. */
+        /* with no thread the caller compiles: g is then not started, next or later */
         prog *h = p->o.caller_compiles || p->nthreads == 0 ? take_next(p) : NULL;
         if (h) compile_locked(p, h);
         else pthread_cond_wait(&p->cv, &p->mu);
