@@ -1,7 +1,6 @@
 #include "kernels/variants.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,6 +9,7 @@
 #include "kernels/cuda_api.h"
 #include "common/key.h"
 #include "kernels/family.h"
+#include "kernels/pool.h"
 
 int tt__device_limits_nominal(int32_t arch, tt__device_limits *out) {
     if (!out) return TT_ERR_INVAL;
@@ -72,79 +72,19 @@ static int useful_for_seqlen(const tt__family *f, const tt_config *c, const tt_k
     return tiles >= c->stages;
 }
 
-/* The program a variant compiles to: its host-only knobs zeroed, every
- * byte that is not a field too (compared bytewise). */
-static tt__variant program_of(const tt__variant *v) {
-    tt__variant p;
-    memset(&p, 0, sizeof p);
-    p.config = v->config;
-    memset(p.config.reserved, 0, sizeof p.config.reserved);
-    const tt__family *f = tt__family_of(v->config.family);
-    for (int i = 0; f && i < TT__KNOB_COUNT; i++)
-        if (f->host_knobs & (1u << i)) tt__knob_set(tt__knob_at(i), &p.config, 0);
-    p.head_dim = v->head_dim;
-    p.dtype = v->dtype;
-    p.causal = v->causal;
-    p.arch = v->arch;
-    p.fault = v->fault;
-    return p;
-}
-
-struct compile_job {
-    tt__space_entry *e;
-    const tt__jit_opts *jo;
-    const tt__device_limits *dev;
-};
-
-static void compile_one(size_t i, void *ctx) {
-    struct compile_job *job = ctx;
-    tt__space_entry *e = &job->e[i];
-    tt__cubin *c = NULL;
-    int rc = tt__jit_compile(job->jo, &e->variant, &c, e->error, sizeof e->error);
-    if (rc < 0) {
-        e->status = TT_VARIANT_COMPILE_ERROR;
-        return;
-    }
-    e->report = c->report;
-    tt__cubin_free(c);
+tt__variant_status tt__variant_check_report(const tt__report *r, const tt__device_limits *dev, char *err,
+                                            size_t errlen) {
     /* a stack frame is local memory too: a run-time indexed register array */
-    if (!tt__report_clean(&e->report)) e->status = TT_VARIANT_SPILLS;
-    else if ((long)e->report.static_smem + e->report.dynamic_smem > job->dev->smem_optin)
-        e->status = TT_VARIANT_SMEM;
-    else e->status = TT_VARIANT_OK;
-}
-
-struct pool {
-    size_t n;
-    atomic_size_t next;
-    void (*fn)(size_t, void *);
-    void *ctx;
-};
-
-static void *pool_worker(void *arg) {
-    struct pool *p = arg;
-    for (;;) {
-        size_t i = atomic_fetch_add(&p->next, 1);
-        if (i >= p->n) break;
-        p->fn(i, p->ctx);
+    if (!tt__report_clean(r)) {
+        tt__fail(0, err, errlen, "spills %d bytes, stack frame %d bytes", (int)(r->spill_stores + r->spill_loads),
+                 (int)r->stack_frame);
+        return TT_VARIANT_SPILLS;
     }
-    return NULL;
-}
-
-void tt__parallel_for(size_t n, int threads, void (*fn)(size_t i, void *ctx), void *ctx) {
-    if (threads <= 0) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = c > 0 ? (int)c : 1;
+    if ((long)r->static_smem + r->dynamic_smem > dev->smem_optin) {
+        tt__fail(0, err, errlen, "shared memory over the device limit");
+        return TT_VARIANT_SMEM;
     }
-    if ((size_t)threads > n) threads = (int)n;
-    if (threads > 64) threads = 64;
-    struct pool p = {n, 0, fn, ctx};
-    pthread_t tid[64];
-    int started = 0;
-    for (int t = 1; t < threads; t++)
-        if (pthread_create(&tid[started], NULL, pool_worker, &p) == 0) started++;
-    pool_worker(&p); /* the caller works too, so threads that fail to start cost speed only */
-    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    return TT_VARIANT_OK;
 }
 
 _Static_assert(sizeof(tt__family_space) == TT__KNOB_COUNT * sizeof(tt__knob_values),
@@ -193,36 +133,26 @@ static void family_space_at(const tt__family *f, size_t index, tt_config *c) {
 int tt__space_compile(tt__space_entry *e, size_t *n, const tt__device_limits *dev, unsigned flags,
                       const tt__jit_opts *jo, int threads, char *err, size_t errlen) {
     size_t k = *n;
-    /* Entries that differ only in knobs no macro carries are one
-     * program: the first is compiled, the others take its result. */
-    size_t *first = malloc((k ? k : 1) * sizeof *first), m = 0;
-    tt__space_entry *uniq = calloc(k ? k : 1, sizeof *uniq);
-    if (!first || !uniq) {
-        free(first);
-        free(uniq);
-        return tt__fail(TT_ERR_NOMEM, err, errlen, "out of memory");
+    tt__variant *v = malloc((k ? k : 1) * sizeof *v);
+    if (!v) return tt__fail(TT_ERR_NOMEM, err, errlen, "out of memory");
+    for (size_t i = 0; i < k; i++) v[i] = e[i].variant;
+    if (threads <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = c > 0 ? (int)c : 1;
     }
+    /* the caller compiles too: one thread fewer */
+    tt__pool_opts po = {.dev = *dev, .threads = threads - 1, .caller_compiles = 1};
+    if (jo) po.jo = *jo;
+    tt__pool *p = NULL;
+    int rc = tt__pool_start(v, k, &po, &p, err, errlen);
+    free(v);
+    if (rc < 0) return rc;
     for (size_t i = 0; i < k; i++) {
-        tt__variant a = program_of(&e[i].variant);
-        size_t j = 0;
-        while (j < m) {
-            tt__variant b = program_of(&uniq[j].variant);
-            if (memcmp(&a, &b, sizeof a) == 0) break;
-            j++;
-        }
-        if (j == m) uniq[m++] = e[i];
-        first[i] = j;
+        e[i].status = tt__pool_wait(p, i);
+        e[i].report = *tt__pool_report(p, i);
+        snprintf(e[i].error, sizeof e[i].error, "%s", tt__pool_error(p, i));
     }
-    struct compile_job job = {uniq, jo, dev};
-    tt__parallel_for(m, threads, compile_one, &job);
-    for (size_t i = 0; i < k; i++) {
-        const tt__space_entry *u = &uniq[first[i]];
-        e[i].status = u->status;
-        e[i].report = u->report;
-        memcpy(e[i].error, u->error, sizeof e[i].error);
-    }
-    free(first);
-    free(uniq);
+    tt__pool_free(p);
     if (!(flags & TT_SPACE_KEEP_INVALID)) {
         size_t kept = 0;
         for (size_t i = 0; i < k; i++)

@@ -40,17 +40,27 @@ int tt__variant_check(const tt_config *cfg, int32_t head_dim, const tt__device_l
 
 typedef enum tt__variant_status {
     TT_VARIANT_OK = 0,
-    TT_VARIANT_UNCHECKED = 1,     /* not compiled (no TT_SPACE_COMPILE) */
+    TT_VARIANT_UNCHECKED = 1,     /* not compiled (no TT_SPACE_COMPILE; a cancelled pool) */
     TT_VARIANT_COMPILE_ERROR = 2, /* NVRTC rejected it */
     TT_VARIANT_SPILLS = 3,        /* ptxas spilled registers or needs a stack frame */
     TT_VARIANT_SMEM = 4,          /* static + dynamic smem over the limit */
 } tt__variant_status;
 
+/*
+ * The check of a compiled variant, the same for the space and the worker:
+ * TT_VARIANT_SPILLS if ptxas spilled or needs a stack frame ("spills N
+ * bytes, stack frame N bytes"), TT_VARIANT_SMEM if static plus dynamic
+ * shared memory is over dev's opt-in limit, else TT_VARIANT_OK. The
+ * message goes to err (may be NULL).
+ */
+tt__variant_status tt__variant_check_report(const tt__report *r, const tt__device_limits *dev, char *err,
+                                            size_t errlen);
+
 typedef struct tt__space_entry {
     tt__variant variant;
     tt__variant_status status;
     tt__report report; /* valid once compiled */
-    char error[256];   /* the compile error's start, if any */
+    char error[256];   /* why it is not OK: the compile error's start, or the failed check */
 } tt__space_entry;
 
 enum {
@@ -77,13 +87,11 @@ int tt__space_enumerate_group(const tt_key *key, int32_t group, const tt__device
                               char *err, size_t errlen);
 
 /* The compile step of tt__space_enumerate on entries it returned (`*n` of
- * them; fewer after it without TT_SPACE_KEEP_INVALID). Entries that differ
- * only in a family's host-only knobs are compiled once. */
+ * them; fewer after it without TT_SPACE_KEEP_INVALID), on the compile pool
+ * (kernels/pool.h) with the caller compiling too: entries that differ only
+ * in a family's host-only knobs are compiled once. A compile error's or a
+ * failed check's message is in the entry's error. */
 int tt__space_compile(tt__space_entry *e, size_t *n, const tt__device_limits *dev, unsigned flags,
                       const tt__jit_opts *jo, int threads, char *err, size_t errlen);
-
-/* Runs fn(i, ctx) for i in [0, n) on `threads` threads (<= 0: online CPUs);
- * used for compiling a list of variants in parallel. */
-void tt__parallel_for(size_t n, int threads, void (*fn)(size_t i, void *ctx), void *ctx);
 
 #endif

@@ -333,8 +333,6 @@ TEST(bad_keys) {
     ASSERT_EQ(tt__space_enumerate(&k, &d, 0, NULL, 1, &e, &n, err, sizeof err), TT_ERR_UNSUPPORTED);
 }
 
-static void count_up(size_t i, void *ctx) { __atomic_fetch_add((int *)ctx + i, 1, __ATOMIC_SEQ_CST); }
-
 /* The table: row i is family i, named as knobs.def names the family knob's
  * value; its files, functions and defaults are there; a knob it does not
  * read has no space list and a pinned value in range; a knob it reads has
@@ -453,14 +451,6 @@ TEST(causal_modes) {
     k.causal = 2;
     ASSERT_OK(tt_config_default(&k, &c2));
     ASSERT(tt_config_equal(&c1, &c2));
-}
-
-TEST(parallel_for_runs_each_index_once) {
-    int hits[1000];
-    memset(hits, 0, sizeof hits);
-    tt__parallel_for(1000, 4, count_up, hits);
-    for (int i = 0; i < 1000; i++) ASSERT_EQ(hits[i], 1);
-    tt__parallel_for(0, 4, count_up, hits);
 }
 
 TT_TEST_MAIN()

@@ -1,18 +1,17 @@
 /*
  * tiletune-worker's pieces share one key's measurement state: the open GPU
- * (gpu.c), the compile pool (pool.c), the candidates' checks and timings
+ * (gpu.c), the candidates' compiles (kernels/pool.h), their checks and timings
  * (measure.c), the search over them (tune.c) and the lines to the daemon
  * (report.c). Private to src/tuner/worker/.
  */
 #ifndef TT_TUNER_WORKER_RUN_H
 #define TT_TUNER_WORKER_RUN_H
 
-#include <pthread.h>
-
 #include "common/pipe.h"
 #include "kernels/cuda_api.h"
 #include "kernels/jit.h"
 #include "kernels/launch.h"
+#include "kernels/pool.h"
 #include "kernels/source.h"
 #include "kernels/variants.h"
 #include "tuner/worker/gpu.h"
@@ -51,14 +50,10 @@ struct tt_worker {
 enum { WAIT_OK = 0, WAIT_TIMEOUT = 1, WAIT_FAULT = 2 };
 /* How a candidate's check or timing ended. */
 enum { RUN_OK = 0, RUN_WRONG, RUN_SKIP, RUN_DEAD };
-/* A candidate's compile, as the pool left it. */
-enum { C_PENDING = 0, C_OK, C_COMPILE_ERROR, C_INVALID };
 
 typedef struct cand {
     tt__variant v;
-    int state;
-    tt__cubin *cubin;
-    char why[256];
+    const tt__cubin *cubin; /* the compile pool's, once compiled */
     tt__kernel *k;
     int out;       /* 1: reported (RESULT sent), no longer timed */
     int live;      /* checked and still in the search: timed by time_interleaved */
@@ -73,14 +68,12 @@ typedef struct cand {
     tt_nvml_sample cond; /* NVML right after the candidate's part of the last slice */
 } cand;
 
+/* A key's candidates and their compiles, c[i] the pool's item i. */
 typedef struct pool {
     tt_worker *w;
     cand *c;
-    int n, next;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    pthread_t tid[64];
-    int nthreads;
+    int n;
+    tt__pool *cp;
 } pool;
 
 typedef struct keyrun {
@@ -110,12 +103,6 @@ int tt__wk_wait_stream(tt_worker *w, double limit_ms, char *err, size_t errlen);
 CUresult tt__wk_launch_helper(tt_worker *w, CUfunction f, long long n, void **args);
 /* Loads the helper kernels once per worker. */
 int tt__wk_load_check(tt_worker *w, char *err, size_t errlen);
-
-/* pool.c: compiles the candidates p->c[0..n) on CPU threads, in order. */
-void tt__wk_pool_start(pool *p);
-/* Waits for candidate i's compile: its C_* state. */
-int tt__wk_pool_wait(pool *p, int i);
-void tt__wk_pool_stop(pool *p);
 
 /* measure.c: inputs, the reference, one candidate's check and timing */
 int tt__wk_alloc_bufs(keyrun *r);

@@ -152,6 +152,31 @@ static int candidates(keyrun *r, cand **out, int *n) {
     return 0;
 }
 
+/* Starts compiling the candidates in order on the worker's compile threads;
+ * the GPU checks each as soon as it is ready (check_all). */
+static int start_compiles(keyrun *r, pool *p) {
+    tt_worker *w = r->w;
+    tt__variant *v = malloc((size_t)p->n * sizeof *v);
+    if (!v) {
+        snprintf(r->err, sizeof r->err, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < p->n; i++) v[i] = p->c[i].v;
+    tt__pool_opts o = {
+        .jo = {.source = w->src, .cache_dir = w->o.cache_dir},
+        .dev = w->dev.limits,
+        .threads = w->o.compile_threads,
+        /* Compiles use every core but one; at nice 10 they yield to the
+         * daemon answering lookups on the same node (docs/perf.md: lookup
+         * p99 while tuning) and to the thread timing the GPU. */
+        .nice = 10,
+        .keep_cubins = 1, /* loaded by tt__wk_check */
+    };
+    int rc = tt__pool_start(v, (size_t)p->n, &o, &p->cp, r->err, sizeof r->err);
+    free(v);
+    return rc < 0 ? -1 : 0;
+}
+
 static void unload_all(pool *p) {
     for (int i = 0; i < p->n; i++) {
         tt__kernel_unload(p->c[i].k);
@@ -168,7 +193,8 @@ static int check_all(keyrun *r, pool *p, int *live) {
     for (int i = 0; i < p->n; i++) {
         cand *c = &p->c[i];
         c->live = 0;
-        if (tt__wk_pool_wait(p, i) != C_OK) continue;
+        if (tt__pool_wait(p->cp, (size_t)i) != TT_VARIANT_OK) continue;
+        c->cubin = tt__pool_cubin(p->cp, (size_t)i);
         tt__wk_say_try(r, c);
         int x = tt__wk_check(r, c);
         if (x == RUN_DEAD) return x;
@@ -318,7 +344,10 @@ int tt_worker_measure(tt_worker *w, const tt_wtask *t, tt_wemit emit, void *ud) 
         fail = "reference";
         goto done;
     }
-    tt__wk_pool_start(&p); /* compiles run while the inputs and the reference are made */
+    if (start_compiles(&r, &p) < 0) { /* compiles run while the inputs and the reference are made */
+        fail = "memory";
+        goto done;
+    }
     double t0 = tt__wk_now_ms();
     if (tt__wk_alloc_bufs(&r) < 0) {
         fail = "memory";
@@ -339,8 +368,7 @@ int tt_worker_measure(tt_worker *w, const tt_wtask *t, tt_wemit emit, void *ud) 
             r.bf16 ? "bf16" : "fp16", (int)r.D, (int)t->key.causal, (long long)r.Lq, nok, ncand,
             (tt__wk_now_ms() - t0) / 1000);
 stop:
-    tt__wk_pool_stop(&p);
-    for (int i = 0; i < ncand; i++) tt__cubin_free(c[i].cubin);
+    tt__pool_free(p.cp); /* the candidates' cubins with it */
 done:
     tt__cubin_free(r.refcb);
     free(c);
