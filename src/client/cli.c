@@ -193,7 +193,8 @@ static const cli_opt global_opts[] = {
     {"help", NULL, "this help ('tiletune COMMAND --help' for a command's)", 0},
     {"help-man", NULL, "print the manual page (roff), made from the same tables as --help", 0},
     {"completion", "SHELL", "print the completion script of SHELL (bash)", 0},
-    {NULL}};
+    {NULL},
+};
 
 /* The short options: the same letter for the same long option in every
  * command that has it. */

@@ -16,6 +16,7 @@ int cli_cmd_report(cli *c);
 
 /* ---- keys ------------------------------------------------------------------ */
 
+/* clang-format off */
 #define KEY_OPTS                                                                        \
     {"seqlen", "N", "query sequence length (1..16777216)", 1},                       \
     {"seqlen-k", "N", "key/value sequence length (default: --seqlen)", 0},             \
@@ -26,6 +27,7 @@ int cli_cmd_report(cli *c);
     {"group", "G", "GQA group: query heads per K/V head (default 1)", 0},              \
     {"gpu", "HEX", "GPU fingerprint (default: the daemon's GPU)", 0},                  \
     {"rev", "HEX", "kernel revision (default: the daemon's)", 0}
+/* clang-format on */
 
 /* --causal of a key: absent 0; bare, yes, 1 or top-left 1; bottom-right
  * or 2 the bottom-right mask; -1 for anything else. */
@@ -130,7 +132,8 @@ static const cli_opt stats_opts[] = {
     {"prom", NULL, "the Prometheus text exposition format, as the daemon sends it", 0},
     {"json", NULL, "print a JSON object of counters", 0},
     {"output", "FILE", "with --prom: write FILE atomically (node_exporter's textfile collector)", 0},
-    {NULL}};
+    {NULL},
+};
 
 static int cmd_stats(cli *c) {
     int prom = cli_opt_val(c, "prom") != NULL, json = cli_opt_val(c, "json") != NULL;
@@ -180,7 +183,8 @@ static const cli_opt lookup_opts[] = {
     KEY_OPTS,
     {"json", NULL, "print a JSON object", 0},
     {"offline", NULL, "ask no daemon: the built-in default the library falls back to", 0},
-    {NULL}};
+    {NULL},
+};
 
 /* A config's canonical text as a JSON object of knobs. */
 static json_t *config_json(const char *text) {
@@ -289,7 +293,8 @@ static const cli_opt tune_opts[] = {
     {"shard", "I/N", "only shard I of N of the grid, for a fleet (docs/fleet.md)", 0},
     {"wait", NULL, "wait for the job and show its progress (as 'tiletune watch')", 0},
     {"json", NULL, "with --wait: JSON events, one per line", 0},
-    {NULL}};
+    {NULL},
+};
 
 /* --causal of tune as the TUNE list: "0", "1", "0,1", ...; NULL if bad. */
 static const char *causal_list(const char *s, char *buf, size_t len) {
@@ -553,7 +558,8 @@ static int cmd_forget(cli *c) {
 static const cli_opt watch_opts[] = {
     {"json", NULL, "JSON events, one per line (progress, key, finished)", 0},
     {"interval", "MS", "how often to ask the daemon (default 1000)", 0},
-    {NULL}};
+    {NULL},
+};
 
 static void fmt_secs(int64_t s, char *buf, size_t len) {
     if (s < 0) snprintf(buf, len, "?");

@@ -200,7 +200,8 @@ const cli_opt cli_export_opts[] = {
     {"shard", "I/N", "label the table as shard I of N; needs --job, the job 'tune --shard I/N' queued", 0},
     {"output", "FILE", "write to FILE, atomically (default or '-': stdout)", 0},
     {"skip-bad", NULL, "leave out records that do not pass the checks, each reported, instead of failing", 0},
-    {NULL}};
+    {NULL},
+};
 
 /* The keys of a tuning job (JOB job=N), with the daemon's GPU and
  * revision where the job named none; *failed counts its keys that did
@@ -415,7 +416,8 @@ const cli_opt cli_import_opts[] = {
     {"dry-run", NULL, "check and count, change nothing", 0},
     {"strict", NULL, "one bad record in any FILE: import nothing from any", 0},
     {"json", NULL, "print the counts as a JSON object (one per file)", 0},
-    {NULL}};
+    {NULL},
+};
 
 /* The counts of an IMPORT reply, in this order. */
 static const char *const count_names[] = {"added", "replaced", "kept",     "rejected",
@@ -590,7 +592,8 @@ const cli_opt cli_diff_opts[] = {
     {"json", NULL, "print a JSON object: the keys and the summary", 0},
     {"changed", NULL, "list only keys whose config differs or that one side lacks", 0},
     {"by-rev", NULL, "the kernel revision is part of the key (default: keys match across revisions)", 0},
-    {NULL}};
+    {NULL},
+};
 
 /* Keys in the order diff walks them; the revision last, and only with
  * by_rev, so a table re-tuned after an upgrade meets its old self. */

@@ -13,6 +13,7 @@ int cli_cmd_export(cli *c);
 int cli_cmd_import(cli *c);
 int cli_cmd_diff(cli *c);
 
+/* clang-format off */
 #define CLI_FLEET_COMMANDS                                                                         \
     {"export", "", "Write the tuning table (winners, with provenance) to FILE or stdout",              \
      "JSON Lines (jsonl, the default; what import reads), CSV for spreadsheets, or a\n"               \
@@ -31,5 +32,6 @@ int cli_cmd_diff(cli *c);
      "(B against A), then a summary line. Keys match across kernel revisions\n"                      \
      "unless --by-rev. Exit status 0: same, 1: they differ (as diff(1)).",                             \
      cli_diff_opts, 2, 2, cli_cmd_diff}
+/* clang-format on */
 
 #endif

@@ -15,7 +15,8 @@ const cli_opt cli_report_opts[] = {
     {"output", "FILE", "write the page to FILE, atomically (default or '-': stdout)", 0},
     {"rev", "HEX", "the current kernel revision: winners of others are stale (default: the daemon's, "
                    "for a file the revision of its newest winner)", 0},
-    {NULL}};
+    {NULL},
+};
 
 /* Bad records named one by one; past these, only counted. */
 #define BAD_SHOWN 10

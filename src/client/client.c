@@ -260,7 +260,7 @@ static int ensure_conn(tt_client *c, int64_t deadline) {
     int rc = tt__conn_open(c->path, deadline, &conn, NULL, 0);
     if (rc < 0) return rc;
     tt__reply r;
-    rc = tt__conn_request(conn, "HELLO proto=" "1" " client=libtiletune/" TT_VERSION_STRING, &r,
+    rc = tt__conn_request(conn, "HELLO proto=1 client=libtiletune/" TT_VERSION_STRING, &r,
                           deadline, NULL, 0);
     if (rc == 0) rc = r.status;
     tt__reply_free(&r);

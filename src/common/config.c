@@ -131,8 +131,10 @@ int tt_config_format(const tt_config *cfg, char *buf, size_t len) {
         if (knob_optional(k) && v == 0) continue;
         if (symbolic_name(k, v, &s, &n) != 0) {
             char *p = num + sizeof num;
-            uint32_t u = v < 0 ? (uint32_t)-(int64_t)v : (uint32_t)v;
-            do *--p = (char)('0' + u % 10); while ((u /= 10));
+            uint32_t u = v < 0 ? (uint32_t)(-(int64_t)v) : (uint32_t)v;
+            do {
+                *--p = (char)('0' + u % 10);
+            } while ((u /= 10));
             if (v < 0) *--p = '-';
             s = p;
             n = (size_t)(num + sizeof num - p);

@@ -7,12 +7,14 @@ static const char *const verb_upper[] = {
     TT_WIRE_VERBS(X)
 #undef X
 };
+/* clang-format off */
 static const char *const verb_lower[] = {
 #define X(v, s) s,
     TT_WIRE_VERBS(X)
 #undef X
     "other",
 };
+/* clang-format on */
 static const struct {
     const char *word;
     int status;

@@ -13,6 +13,7 @@
 
 /* Request verbs: X(ENUM_SUFFIX, "lower-case name"); the wire word is the
  * suffix itself. */
+/* clang-format off */
 #define TT_WIRE_VERBS(X)                                                                         \
     X(HELLO, "hello") X(PING, "ping") X(LOOKUP, "lookup") X(STATUS, "status") X(STATS, "stats")  \
     X(TUNE, "tune") X(JOBS, "jobs") X(CANCEL, "cancel") X(FORGET, "forget") X(IMPORT, "import")  \
@@ -83,6 +84,7 @@ enum {
 #undef X
     TT_JOB_MODE_COUNT
 };
+/* clang-format on */
 
 /* The verb of an upper-case wire word, or TT_VERB_OTHER. */
 tt_verb tt__verb_find(const char *s);

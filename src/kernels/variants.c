@@ -15,9 +15,11 @@ int tt__device_limits_nominal(int32_t arch, tt__device_limits *out) {
     if (!out) return TT_ERR_INVAL;
     tt__device_limits d = {arch, 0, 0};
     switch (arch) {
+    /* clang-format off */
     case 80: d.smem_optin = 163 * 1024; d.sm_count = 108; break;
     case 86: case 87: case 89: d.smem_optin = 99 * 1024; break;
     case 90: d.smem_optin = 227 * 1024; d.sm_count = 132; break;
+    /* clang-format on */
     default:
         if (arch < 80) return TT_ERR_UNSUPPORTED;
         d.smem_optin = 99 * 1024; /* the smallest of sm_80+: safe for unknown parts */

@@ -413,10 +413,12 @@ TEST(every_variant_of_the_space) {
 TEST(ws_strides_and_fallback) {
     need_gpu();
     if (dev.limits.arch != 90) TT_SKIP("family ws runs on sm_90 only (this GPU: sm_%d)", (int)dev.limits.arch);
+    /* clang-format off */
     const tt_config cfgs[3] = {
         {.family = TT_FAMILY_WS, .block_m = 128, .block_n = 128, .warps = 12, .stages = 2, .layout = 1, .q_in_regs = 0},
         {.family = TT_FAMILY_WS, .block_m = 128, .block_n = 128, .warps = 12, .stages = 2, .layout = 1, .q_in_regs = 1},
         {.family = TT_FAMILY_WS, .block_m = 192, .block_n = 128, .warps = 16, .stages = 2, .layout = 0, .q_in_regs = 1}};
+    /* clang-format on */
     for (int i = 0; i < 3; i++)
         for (int c = 0; c < 2; c++) {
             const int d = i == 2 ? 64 : 128;

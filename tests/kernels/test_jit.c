@@ -151,7 +151,7 @@ static size_t tiny_elf(unsigned char *b, size_t cap, uint32_t regs) {
     static const char shstr[] = "\0.shstrtab\0.strtab\0.symtab\0.nv.info";
     static const char str[] = "\0" TT_SDPA_ENTRY;
     memset(b, 0, cap);
-    memcpy(b, "\x7f" "ELF", 4);
+    memcpy(b, "\177ELF", 4);
     b[4] = 2;
     size_t o = 64;
     size_t shstr_off = o, str_off = (o += sizeof shstr), sym_off = (o += sizeof str);

@@ -192,7 +192,9 @@ static const tt__fspec jobs_spec[] = {F_INT(req_jobs, all, "all", 0, 0, 1, 0)};
 
 static char *put_u64(char *p, uint64_t v) {
     char tmp[24], *t = tmp + sizeof tmp;
-    do *--t = (char)('0' + v % 10); while ((v /= 10));
+    do {
+        *--t = (char)('0' + v % 10);
+    } while ((v /= 10));
     size_t n = (size_t)(tmp + sizeof tmp - t);
     memcpy(p, t, n);
     return p + n;

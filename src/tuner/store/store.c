@@ -67,7 +67,7 @@ extern const char tt_migrate_3_sql[];
 
 static const char *const migrations[] = {
     NULL, /* 0 -> 1: db/schema.sql */
-    MIGRATE_RECORD_VERSIONS,
+    MIGRATE_RECORD_VERSIONS, /* 1 -> 2 */
     tt_migrate_3_sql, /* 2 -> 3: db/migrate_3.sql: the GQA group, causal 2 */
     MIGRATE_KNOB_SPLIT_CTAS, /* 3 -> 4 */
 };
