@@ -53,7 +53,6 @@ static const struct default_row defaults_sm90_wgmma[] = {
     {256, 0, 128, 64, 8, 2, 1, 0},
     {256, 1, 128, 64, 8, 2, 1, 0},
 };
-/* clang-format on */
 
 /* sm_90 prefill, family ws (layout: 1 ping-pong; q_in_regs: 1 persistent
  * grid): per head dim and mask the single config with the best mean over
@@ -141,6 +140,8 @@ static const struct splitkv_row splitkv_sm90[] = {
     {128, 256, 128, 32, 8, 2, 0, 0},
 };
 
+/* clang-format on */
+
 /* What a regime runs on an arch: a splitkv table for keys whose packed
  * rows fit its largest tile (`skv_rows_max`; 0: none), else the dense
  * rows of `family`, with `alt` (family `alt_family`) for the masks or
@@ -178,8 +179,8 @@ static const regime_table sm90[] = {
                           ROWS(splitkv_sm90), INT64_MAX},
     [TT_REGIME_CHUNK] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
                          ROWS(splitkv_sm90), 1024},
-    [TT_REGIME_PREFILL] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA, NO_SKV,
-                           ROWS(short_sm90)},
+    [TT_REGIME_PREFILL] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
+                           NO_SKV, ROWS(short_sm90)},
 };
 #undef ROWS
 #undef NO_ALT
@@ -207,7 +208,8 @@ static int dense_row(const struct default_row *rows, size_t n, int32_t family, c
     return TT_ERR_UNSUPPORTED;
 }
 
-static int splitkv_row(const struct splitkv_row *rows, size_t n, int64_t packed, int32_t head_dim, tt_config *out) {
+static int splitkv_row(const struct splitkv_row *rows, size_t n, int64_t packed, int32_t head_dim,
+                       tt_config *out) {
     const struct splitkv_row *hit = NULL;
     for (size_t i = 0; i < n; i++) {
         if (rows[i].head_dim != head_dim) continue;
@@ -236,15 +238,16 @@ static int from_table(const regime_table *t, const tt_key_v2 *key, tt_config *ou
     if (t->skv && packed <= t->skv_rows_max && splitkv_row(t->skv, t->n_skv, packed, key->head_dim, out) == 0)
         return 0;
     /* ws's bottom-right mask takes seqlen_q <= seqlen_k only */
-    if (t->alt && key->causal == TT_CAUSAL_BOTTOM_RIGHT && key->seqlen_q > key->seqlen_k && t->family == TT_FAMILY_WS)
+    if (t->alt && key->causal == TT_CAUSAL_BOTTOM_RIGHT && key->seqlen_q > key->seqlen_k &&
+        t->family == TT_FAMILY_WS)
         return dense_row(t->alt, t->n_alt, t->alt_family, key, out);
     for (size_t i = 0; i < t->n_shorts; i++) {
         const struct short_row *r = &t->shorts[i];
-        if (r->head_dim != key->head_dim || r->causal != (key->causal ? 1 : 0) || key->seqlen_q > r->seqlen_max ||
-            key->seqlen_k > r->seqlen_max)
+        if (r->head_dim != key->head_dim || r->causal != (key->causal ? 1 : 0) ||
+            key->seqlen_q > r->seqlen_max || key->seqlen_k > r->seqlen_max)
             continue;
-        const struct default_row d = {r->head_dim, r->causal, r->block_m, r->block_n, r->warps, r->stages, r->layout,
-                                      r->q_in_regs};
+        const struct default_row d = {r->head_dim, r->causal, r->block_m, r->block_n,
+                                      r->warps,    r->stages, r->layout,  r->q_in_regs};
         return dense_row(&d, 1, r->family, key, out);
     }
     return dense_row(t->rows, t->n, t->family, key, out);
