@@ -64,7 +64,8 @@ static size_t check_replies(const tt_buf *out, size_t from) {
             const char *b = out->data + pos, *bn = memchr(b, '\n', out->len - pos);
             if (!bn) die("a body shorter than its lines=N", line, n);
             for (const char *c = b; c < bn; c++)
-                if ((unsigned char)*c < 0x20 || *c == 0x7f) die("a control character in a body line", b, (size_t)(bn - b));
+                if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                    die("a control character in a body line", b, (size_t)(bn - b));
             pos += (size_t)(bn - b) + 1;
         }
         replies++;

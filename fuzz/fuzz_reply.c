@@ -33,10 +33,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (tt__lookup_reply_parse(&r.msg, &res) == 0) {
                 char text[TT_CONFIG_TEXT_MAX];
                 tt_config again;
-                if (tt_config_format(&res.config, text, sizeof text) < 0 || tt_config_parse(text, &again) < 0 ||
-                    !tt_config_equal(&res.config, &again) || res.seqlen_q < 1 ||
-                    res.seqlen_q > TT_SEQLEN_MAX || res.seqlen_k < 1 || res.seqlen_k > TT_SEQLEN_MAX ||
-                    !(res.tflops >= 0) || (int)res.match < 0 || (int)res.match > 2) {
+                if (tt_config_format(&res.config, text, sizeof text) < 0 ||
+                    tt_config_parse(text, &again) < 0 || !tt_config_equal(&res.config, &again) ||
+                    res.seqlen_q < 1 || res.seqlen_q > TT_SEQLEN_MAX || res.seqlen_k < 1 ||
+                    res.seqlen_k > TT_SEQLEN_MAX || !(res.tflops >= 0) || (int)res.match < 0 ||
+                    (int)res.match > 2) {
                     fprintf(stderr, "an implausible LOOKUP reply was accepted: %s\n", line);
                     abort();
                 }

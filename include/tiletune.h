@@ -85,13 +85,13 @@ typedef enum tt_layout { TT_LAYOUT_PAD = 0, TT_LAYOUT_SWIZZLE = 1 } tt_layout;
  * what each is). A plain value: copy it freely.
  */
 typedef struct tt_config {
-    int32_t family;    /* tt_family */
-    int32_t block_m;   /* query rows per CTA */
-    int32_t block_n;   /* keys per K/V tile */
-    int32_t warps;     /* warps per CTA */
-    int32_t stages;    /* K/V tiles in flight (1 = no prefetch) */
-    int32_t layout;    /* tt_layout of K/V/Q in shared memory */
-    int32_t q_in_regs; /* 1: Q fragments stay in registers */
+    int32_t family;     /* tt_family */
+    int32_t block_m;    /* query rows per CTA */
+    int32_t block_n;    /* keys per K/V tile */
+    int32_t warps;      /* warps per CTA */
+    int32_t stages;     /* K/V tiles in flight (1 = no prefetch) */
+    int32_t layout;     /* tt_layout of K/V/Q in shared memory */
+    int32_t q_in_regs;  /* 1: Q fragments stay in registers */
     int32_t split_ctas; /* splitkv: target CTAs per SM the split count is
                            derived from at launch (0: one full wave) */
     int32_t reserved[8];
@@ -166,10 +166,10 @@ typedef enum tt_match {
 typedef struct tt_lookup_result {
     tt_config config;
     tt_match match;
-    double tflops;       /* measured TFLOP/s of the record; 0 if none */
-    int64_t seqlen_q;    /* the key the record was tuned for */
+    double tflops;    /* measured TFLOP/s of the record; 0 if none */
+    int64_t seqlen_q; /* the key the record was tuned for */
     int64_t seqlen_k;
-    int32_t group;       /* its GQA group (0 from a daemon before groups: 1) */
+    int32_t group; /* its GQA group (0 from a daemon before groups: 1) */
     int32_t reserved32;
     int64_t reserved[3];
 } tt_lookup_result;
@@ -256,7 +256,7 @@ typedef struct tt_sdpa_args {
     /* The schedule: NULL = the tuned config for this key, asked from the
      * daemon (process-wide client, cached), else the built-in default. */
     const tt_config *config;
-    void *stream;          /* CUstream; NULL: the legacy default stream */
+    void *stream; /* CUstream; NULL: the legacy default stream */
     int64_t reserved[8];
 } tt_sdpa_args;
 
@@ -283,8 +283,8 @@ TT_EXPORT int tt_kernel_revision(char out[TT_ID_MAX]);
  * to `cap` configs and the space's size in *count (call with cap 0 to size
  * the array).
  */
-TT_EXPORT int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap,
-                               size_t *count, char *err, size_t errlen);
+TT_EXPORT int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap, size_t *count,
+                               char *err, size_t errlen);
 
 /*
  * The config tt_sdpa_fwd runs for `key` on CUDA device `device` when
@@ -294,8 +294,7 @@ TT_EXPORT int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, si
  * which the decode and chunk defaults depend on (packed rows); the first
  * form is group 1.
  */
-TT_EXPORT int tt_sdpa_default_config(const tt_key *key, int device, tt_config *out, char *err,
-                                     size_t errlen);
+TT_EXPORT int tt_sdpa_default_config(const tt_key *key, int device, tt_config *out, char *err, size_t errlen);
 TT_EXPORT int tt_sdpa_default_config_v2(const tt_key_v2 *key, int device, tt_config *out, char *err,
                                         size_t errlen);
 
@@ -335,9 +334,9 @@ typedef struct tt_sdpa_kvcache_args {
                                      (<= seqlen_k); NULL: seqlen_k for all */
     const int32_t *block_table;   /* paged: device [batch, max_pages]; NULL: contiguous */
     int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
-    int64_t page_size;   /* paged: keys per page, a power of two >= 8 */
-    int64_t num_pages;   /* paged: pages in k_cache / v_cache */
-    int64_t max_pages;   /* paged: entries per block_table row (seqlen_k <= max_pages * page_size) */
+    int64_t page_size;          /* paged: keys per page, a power of two >= 8 */
+    int64_t num_pages;          /* paged: pages in k_cache / v_cache */
+    int64_t max_pages;          /* paged: entries per block_table row (seqlen_k <= max_pages * page_size) */
     int64_t block_table_stride; /* paged: elements between rows; 0: max_pages */
     int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3]; /* batch (page), head, row */
     int64_t lse_stride[2]; /* batch, head; {0, 0}: packed [batch, heads_q, seqlen_q] */

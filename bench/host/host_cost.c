@@ -156,8 +156,9 @@ int main(int argc, char **argv) {
     a->k_stride[2] = a->v_stride[2] = D;
     a->stream = b.s;
     tt_config cfg;
-    if (tt_config_parse("family=splitkv,block_m=16,block_n=64,warps=4,stages=2,layout=pad,q_in_regs=1,split_ctas=8",
-                        &cfg) < 0)
+    if (tt_config_parse(
+            "family=splitkv,block_m=16,block_n=64,warps=4,stages=2,layout=pad,q_in_regs=1,split_ctas=8",
+            &cfg) < 0)
         return 1;
     a->config = &cfg;
 

@@ -50,7 +50,8 @@ static int die(const char *what, const char *detail) {
 
 /* A winner of the benchmark's kernel revision: key and tflops given, the
  * rest fixed. */
-static tt_record bench_record(tt_dtype dt, int32_t hdim, int causal, int64_t seqlen, const char *gpu, double tflops) {
+static tt_record bench_record(tt_dtype dt, int32_t hdim, int causal, int64_t seqlen, const char *gpu,
+                              double tflops) {
     tt_record r;
     tt_record_init(&r);
     r.key.dtype = dt;
@@ -104,7 +105,8 @@ static int cmd_seed(const char *db, long extra) {
     if (rc == 0 && extra > 0) rc = tt_store_put_gpu(s, &xg);
     if (rc == 0 && extra > 0) rc = tt_store_begin(s);
     for (long i = 0; rc == 0 && i < extra; i++) {
-        tt_record r = bench_record(TT_DTYPE_FP16, 64, (int)(i & 1), 1 + i / 2, xg.fingerprint, 100.0 + (double)(i % 100));
+        tt_record r = bench_record(TT_DTYPE_FP16, 64, (int)(i & 1), 1 + i / 2, xg.fingerprint,
+                                   100.0 + (double)(i % 100));
         int became;
         rc = tt_store_add_measurement(s, &r, &became);
         n++;
@@ -214,9 +216,10 @@ static int cmd_socket(const char *path, int nclients, long total) {
     }
     double secs = (double)(now_ns() - t0) / 1e9;
     qsort(lat, (size_t)total, sizeof *lat, cmp_i64);
-    printf("socket clients=%d requests=%ld rps=%.0f p50_us=%.1f p99_us=%.1f exact=%ld nearest=%ld other=%ld\n",
-           nclients, total, (double)total / secs, (double)lat[total / 2] / 1e3,
-           (double)lat[(size_t)((double)total * 0.99)] / 1e3, exact, nearest, other);
+    printf(
+        "socket clients=%d requests=%ld rps=%.0f p50_us=%.1f p99_us=%.1f exact=%ld nearest=%ld other=%ld\n",
+        nclients, total, (double)total / secs, (double)lat[total / 2] / 1e3,
+        (double)lat[(size_t)((double)total * 0.99)] / 1e3, exact, nearest, other);
     for (int i = 0; i < nclients; i++) close(conns[i].fd);
     close(ep);
     free(conns);
@@ -304,16 +307,18 @@ static int cmd_cache(const char *path, long iters, const char *thread_list) {
         double ns = 0, cpu_ns = 0;
         bad |= hits_with_threads(c, iters, n, &ns, &cpu_ns);
         if (n == 1)
-            len += snprintf(line + len, sizeof line - (size_t)len, " hit_ns=%.1f hit_cpu_ns=%.1f", ns, cpu_ns);
+            len +=
+                snprintf(line + len, sizeof line - (size_t)len, " hit_ns=%.1f hit_cpu_ns=%.1f", ns, cpu_ns);
         else
-            len += snprintf(line + len, sizeof line - (size_t)len, " hit_ns_%dthreads=%.1f hit_cpu_ns_%dthreads=%.1f",
-                            n, ns, n, cpu_ns);
+            len += snprintf(line + len, sizeof line - (size_t)len,
+                            " hit_ns_%dthreads=%.1f hit_cpu_ns_%dthreads=%.1f", n, ns, n, cpu_ns);
         if (len >= (int)sizeof line) return die("too many thread counts", NULL);
     }
     tt_client_get_stats(c, &after);
     /* nearest answers expire after a second: a run that long re-asks a few */
     long asked = (long)(after.daemon_answers - before.daemon_answers);
-    long counted = (long)((after.cache_hits + after.daemon_answers) - (before.cache_hits + before.daemon_answers));
+    long counted =
+        (long)((after.cache_hits + after.daemon_answers) - (before.cache_hits + before.daemon_answers));
     printf("%s iterations=%ld daemon_answers_during=%ld cpus=%ld\n", line, iters, asked,
            sysconf(_SC_NPROCESSORS_ONLN));
     tt_client_close(c);
@@ -332,13 +337,11 @@ static int cmd_cache(const char *path, long iters, const char *thread_list) {
 int main(int argc, char **argv) {
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "seed") == 0)
         return cmd_seed(argv[2], argc == 4 ? atol(argv[3]) : 0);
-    if (argc == 5 && strcmp(argv[1], "socket") == 0)
-        return cmd_socket(argv[2], atoi(argv[3]), atol(argv[4]));
+    if (argc == 5 && strcmp(argv[1], "socket") == 0) return cmd_socket(argv[2], atoi(argv[3]), atol(argv[4]));
     if ((argc == 4 || argc == 5) && strcmp(argv[1], "cache") == 0)
         return cmd_cache(argv[2], atol(argv[3]), argc == 5 ? argv[4] : "1,2");
-    fprintf(stderr,
-            "usage: tt_lookup_bench seed DB [EXTRA]\n"
-            "       tt_lookup_bench socket SOCKET CLIENTS REQUESTS\n"
-            "       tt_lookup_bench cache SOCKET ITERATIONS [THREADS,...]   (default 1,2)\n");
+    fprintf(stderr, "usage: tt_lookup_bench seed DB [EXTRA]\n"
+                    "       tt_lookup_bench socket SOCKET CLIENTS REQUESTS\n"
+                    "       tt_lookup_bench cache SOCKET ITERATIONS [THREADS,...]   (default 1,2)\n");
     return 2;
 }

@@ -38,7 +38,7 @@ _Static_assert(sizeof(slot) == 256, "a slot is four cache lines");
 struct tt__cache {
     pthread_mutex_t wlock; /* writers only */
     uint64_t set_mask;
-    uint64_t clock; /* insertion stamps, under wlock */
+    uint64_t clock;              /* insertion stamps, under wlock */
     _Atomic uint64_t generation; /* clears so far; written under wlock */
     uint64_t *stamp;
     slot *slots;
@@ -200,7 +200,9 @@ void tt__cache_put_since(tt__cache *c, uint64_t generation, const tt_key_v2 *key
     put(c, &generation, key, res, expires_ns);
 }
 
-uint64_t tt__cache_generation(tt__cache *c) { return atomic_load_explicit(&c->generation, memory_order_acquire); }
+uint64_t tt__cache_generation(tt__cache *c) {
+    return atomic_load_explicit(&c->generation, memory_order_acquire);
+}
 
 void tt__cache_clear(tt__cache *c) {
     pthread_mutex_lock(&c->wlock);

@@ -27,10 +27,8 @@ int cli_usage(const cli *c, const char *fmt, ...) {
     fputs("tiletune: ", stderr);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    if (c && c->cmd)
-        fprintf(stderr, "\nTry 'tiletune %s --help'.\n", c->cmd->name);
-    else
-        fputs("\nTry 'tiletune --help'.\n", stderr);
+    if (c && c->cmd) fprintf(stderr, "\nTry 'tiletune %s --help'.\n", c->cmd->name);
+    else fputs("\nTry 'tiletune --help'.\n", stderr);
     return CLI_USAGE;
 }
 
@@ -72,8 +70,7 @@ int cli_request_raw(cli *c, const char *line, tt__reply *r) {
 int cli_request(cli *c, const char *line, tt__reply *r) {
     if (cli_request_raw(c, line, r)) return CLI_FAIL;
     if (r->status < 0) {
-        cli_fail("the daemon refused: %s (%s)", *r->message ? r->message : tt_strerror(r->status),
-                 r->code);
+        cli_fail("the daemon refused: %s (%s)", *r->message ? r->message : tt_strerror(r->status), r->code);
         tt__reply_free(r);
         return CLI_FAIL;
     }
@@ -84,8 +81,7 @@ int cli_int_opt(const cli *c, const char *name, int64_t min, int64_t max, int64_
     const char *s = cli_opt_val(c, name);
     int rc = tt__parse_i64(s, min, max, out);
     if (rc == TT_ERR_RANGE)
-        return cli_usage(c, "--%s %s is out of range %lld..%lld", name, s, (long long)min,
-                         (long long)max);
+        return cli_usage(c, "--%s %s is out of range %lld..%lld", name, s, (long long)min, (long long)max);
     if (rc < 0) return cli_usage(c, "--%s needs a whole number, not '%s'", name, s ? s : "");
     return 0;
 }
@@ -96,8 +92,7 @@ json_t *cli_json_value(const char *s) {
     char *end;
     errno = 0;
     double d = strtod(s, &end);
-    if (*s && *end == '\0' && errno == 0 && (*s == '-' || (*s >= '0' && *s <= '9')))
-        return json_real(d);
+    if (*s && *end == '\0' && errno == 0 && (*s == '-' || (*s >= '0' && *s <= '9'))) return json_real(d);
     return json_string(s);
 }
 
@@ -126,7 +121,8 @@ int cli_json_print(json_t *j) {
 void cli_table(const char *const *cells, int nrows, int ncols, unsigned right) {
     int w[32] = {0};
     if (ncols > 32) ncols = 32;
-#define CELL(r, k) (cells[(size_t)(r) * (size_t)ncols + (size_t)(k)] ? cells[(size_t)(r) * (size_t)ncols + (size_t)(k)] : "")
+#define CELL(r, k) \
+    (cells[(size_t)(r) * (size_t)ncols + (size_t)(k)] ? cells[(size_t)(r) * (size_t)ncols + (size_t)(k)] : "")
     for (int r = 0; r < nrows; r++)
         for (int k = 0; k < ncols; k++)
             if ((int)strlen(CELL(r, k)) > w[k]) w[k] = (int)strlen(CELL(r, k));
@@ -201,8 +197,8 @@ static const cli_opt global_opts[] = {
 static const struct {
     char c;
     const char *name;
-} short_opts[] = {{'h', "help"},   {'s', "seqlen"}, {'d', "hdim"}, {'t', "dtype"},  {'c', "causal"},
-                  {'j', "json"},   {'o', "output"}, {'a', "all"},  {'w', "wait"},   {'p', "prom"},
+} short_opts[] = {{'h', "help"},   {'s', "seqlen"},  {'d', "hdim"}, {'t', "dtype"}, {'c', "causal"},
+                  {'j', "json"},   {'o', "output"},  {'a', "all"},  {'w', "wait"},  {'p', "prom"},
                   {'f', "format"}, {'n', "dry-run"}, {0, NULL}};
 
 static char short_of(const cli_opt *o) {
@@ -219,7 +215,8 @@ static int optional_value(const cli_opt *o) { return o->arg && o->arg[0] == '[';
 static void opt_left(const cli_opt *o, char *buf, size_t len) {
     char sh[8] = "";
     if (short_of(o)) snprintf(sh, sizeof sh, "-%c, ", short_of(o));
-    snprintf(buf, len, "%s--%s%s%s", sh, o->name, o->arg && !optional_value(o) ? " " : "", o->arg ? o->arg : "");
+    snprintf(buf, len, "%s--%s%s%s", sh, o->name, o->arg && !optional_value(o) ? " " : "",
+             o->arg ? o->arg : "");
 }
 
 static void print_usage_line(FILE *f, const cli_cmd *cmd) {
@@ -229,7 +226,9 @@ static void print_usage_line(FILE *f, const cli_cmd *cmd) {
         char left[64];
         if (short_of(o) && !optional_value(o))
             snprintf(left, sizeof left, "-%c%s%s", short_of(o), o->arg ? " " : "", o->arg ? o->arg : "");
-        else snprintf(left, sizeof left, "--%s%s%s", o->name, o->arg && !optional_value(o) ? " " : "", o->arg ? o->arg : "");
+        else
+            snprintf(left, sizeof left, "--%s%s%s", o->name, o->arg && !optional_value(o) ? " " : "",
+                     o->arg ? o->arg : "");
         fprintf(f, " %s%s%s", o->required ? "" : "[", left, o->required ? "" : "]");
     }
     fprintf(f, "%s%s\n", *cmd->args ? " " : "", cmd->args);
@@ -255,14 +254,14 @@ static void command_help(const cli_cmd *cmd) {
 }
 
 static void global_help(FILE *f) {
-    fprintf(f,
-            "usage: tiletune [global options] <command> [options]\n"
-            "\n"
-            "Query and drive tiletuned, the daemon that tunes and serves the fastest\n"
-            "SDPA attention kernel configs of this node.\n"
-            "\n"
-            "commands:\n");
-    for (const cli_cmd *cmd = cli_commands; cmd->name; cmd++) fprintf(f, "  %-8s %s\n", cmd->name, cmd->summary);
+    fprintf(f, "usage: tiletune [global options] <command> [options]\n"
+               "\n"
+               "Query and drive tiletuned, the daemon that tunes and serves the fastest\n"
+               "SDPA attention kernel configs of this node.\n"
+               "\n"
+               "commands:\n");
+    for (const cli_cmd *cmd = cli_commands; cmd->name; cmd++)
+        fprintf(f, "  %-8s %s\n", cmd->name, cmd->summary);
     fprintf(f, "\nglobal options (anywhere on the line):\n");
     print_opts(f, global_opts);
     fprintf(f, "\nExit status: 0 success or nothing to do, 1 failure (the reason on stderr),\n"
@@ -298,7 +297,8 @@ static void man_opts(const cli_opt *opts) {
 static void man_page(void) {
     printf(".TH TILETUNE 1 \"\" \"tiletune %s\" \"User Commands\"\n", TT_VERSION_STRING);
     puts(".SH NAME\ntiletune \\- query and drive tiletuned, the SDPA kernel autotuner of a node");
-    puts(".SH SYNOPSIS\n.B tiletune\n[\\fIglobal options\\fR] \\fIcommand\\fR [\\fIoptions\\fR] [\\fIarguments\\fR]");
+    puts(
+        ".SH SYNOPSIS\n.B tiletune\n[\\fIglobal options\\fR] \\fIcommand\\fR [\\fIoptions\\fR] [\\fIarguments\\fR]");
     puts(".SH DESCRIPTION\n"
          "tiletune talks to tiletuned over its Unix socket: it looks up the tuned\n"
          "attention kernel config of a key, queues and follows tuning jobs, moves\n"
@@ -342,7 +342,8 @@ static void completion_bash(void) {
          "_tiletune() {\n"
          "    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} cmd='' i");
     fputs("    local commands='", stdout);
-    for (const cli_cmd *cmd = cli_commands; cmd->name; cmd++) printf("%s%s", cmd == cli_commands ? "" : " ", cmd->name);
+    for (const cli_cmd *cmd = cli_commands; cmd->name; cmd++)
+        printf("%s%s", cmd == cli_commands ? "" : " ", cmd->name);
     puts(" help'");
     fputs("    local globals='", stdout);
     for (int i = 0; global_opts[i].name; i++) printf("%s--%s", i ? " " : "", global_opts[i].name);
@@ -387,7 +388,8 @@ static const cli_cmd *find_command(const char *name) {
  * the option's value, since a bare --causal never precedes a positional
  * argument that reads like these. */
 static int causal_word(const char *s) {
-    static const char *const words[] = {"no", "yes", "both", "0", "1", "2", "0,1", "top-left", "bottom-right", NULL};
+    static const char *const words[] = {"no",  "yes",      "both",         "0", "1", "2",
+                                        "0,1", "top-left", "bottom-right", NULL};
     for (int i = 0; words[i]; i++)
         if (strcmp(s, words[i]) == 0) return 1;
     return 0;
@@ -404,7 +406,8 @@ static int find_command_word(int argc, char **argv, const char **unknown) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) break;
         if (a[0] == '-' && a[1]) {
-            if (strcmp(a, "--socket") == 0 || strcmp(a, "--timeout") == 0 || strcmp(a, "--completion") == 0) i++;
+            if (strcmp(a, "--socket") == 0 || strcmp(a, "--timeout") == 0 || strcmp(a, "--completion") == 0)
+                i++;
             continue;
         }
         if (find_command(a) || strcmp(a, "help") == 0) return i;
@@ -435,7 +438,10 @@ static int parse_line(cli *c, int argc, char **argv, int cmd_at, parsed *p) {
     for (int i = 0; i < nc + G_COUNT; i++) {
         const cli_opt *o = i < nc ? &copts[i] : &global_opts[i - nc];
         all[i] = o;
-        lo[n++] = (struct option){o->name, !o->arg ? no_argument : optional_value(o) ? optional_argument : required_argument,
+        lo[n++] = (struct option){o->name,
+                                  !o->arg             ? no_argument
+                                  : optional_value(o) ? optional_argument
+                                                      : required_argument,
                                   NULL, 1000 + i};
         if (short_of(o)) {
             shorts[ns++] = short_of(o);
@@ -464,7 +470,8 @@ static int parse_line(cli *c, int argc, char **argv, int cmd_at, parsed *p) {
                 int hits = 0;
                 for (int i = 0; i < n; i++) hits += strncmp(lo[i].name, bad + 2, len) == 0;
                 if (hits > 1) return cli_usage(c, "option '%.*s' is ambiguous", (int)len + 2, bad);
-                return cli_usage(c, "%s%sunknown option '%.*s'", cmd ? cmd->name : "", cmd ? ": " : "", (int)len + 2, bad);
+                return cli_usage(c, "%s%sunknown option '%.*s'", cmd ? cmd->name : "", cmd ? ": " : "",
+                                 (int)len + 2, bad);
             }
             return cli_usage(c, "unknown option '%s'", bad);
         }
@@ -481,7 +488,8 @@ static int parse_line(cli *c, int argc, char **argv, int cmd_at, parsed *p) {
         if (k < 0) return cli_usage(c, "unknown option '%s'", bad);
         const cli_opt *o = all[k];
         const char *v = !o->arg ? "1" : optarg ? optarg : CLI_BARE;
-        if (optional_value(o) && !optarg && strcmp(o->name, "causal") == 0 && optind < argc && causal_word(argv[optind]))
+        if (optional_value(o) && !optarg && strcmp(o->name, "causal") == 0 && optind < argc &&
+            causal_word(argv[optind]))
             v = argv[optind++];
         if (k == nc + G_HELP) {
             if (cmd) command_help(cmd);
@@ -502,14 +510,15 @@ static int parse_line(cli *c, int argc, char **argv, int cmd_at, parsed *p) {
 static int check_command(cli *c) {
     const cli_cmd *cmd = c->cmd;
     for (int k = 0; cmd->opts[k].name; k++)
-        if (cmd->opts[k].required && !c->val[k]) return cli_usage(c, "%s needs --%s", cmd->name, cmd->opts[k].name);
+        if (cmd->opts[k].required && !c->val[k])
+            return cli_usage(c, "%s needs --%s", cmd->name, cmd->opts[k].name);
     if (c->npos < cmd->npos_min) return cli_usage(c, "%s needs %s", cmd->name, cmd->args);
     if (c->npos > cmd->npos_max) {
         const char *a = c->pos[cmd->npos_max];
         for (int k = 0; cmd->opts[k].name; k++)
             if (c->val[k] && optional_value(&cmd->opts[k]))
-                return cli_usage(c, "%s: unexpected argument '%s' (a value of --%s is written --%s=%s)", cmd->name, a,
-                                 cmd->opts[k].name, cmd->opts[k].name, a);
+                return cli_usage(c, "%s: unexpected argument '%s' (a value of --%s is written --%s=%s)",
+                                 cmd->name, a, cmd->opts[k].name, cmd->opts[k].name, a);
         return cli_usage(c, "%s: unexpected argument '%s'", cmd->name, a);
     }
     return 0;

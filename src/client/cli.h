@@ -58,7 +58,7 @@ struct cli_cmd {
     const char *name;
     const char *args; /* positional part of the usage line, or "" */
     const char *summary;
-    const char *more; /* extra paragraph for --help, or NULL */
+    const char *more;    /* extra paragraph for --help, or NULL */
     const cli_opt *opts; /* ends with {NULL} */
     int npos_min, npos_max;
     int (*run)(cli *c);

@@ -216,7 +216,8 @@ static int offline_reply(const cli *c, tt__reply *r) {
                      (long long)k.seqlen_q, (long long)k.seqlen_k);
     memset(r, 0, sizeof *r);
     char *own = n > 0 && (size_t)n < sizeof line ? strdup(line) : NULL;
-    if (!own || tt__reply_parse(own, r) < 0) return cli_fail("the built-in default does not format as a reply");
+    if (!own || tt__reply_parse(own, r) < 0)
+        return cli_fail("the built-in default does not format as a reply");
     return 0;
 }
 
@@ -239,8 +240,9 @@ static int cmd_lookup(cli *c) {
     tt_lookup_result res;
     if (!match || !cfg || !sq || !sk || tt__lookup_reply_parse(&r.msg, &res) < 0) {
         tt__reply_free(&r);
-        return cli_fail("the daemon's LOOKUP reply is not one the library would accept (a field missing or out "
-                        "of range)");
+        return cli_fail(
+            "the daemon's LOOKUP reply is not one the library would accept (a field missing or out "
+            "of range)");
     }
     if (cli_opt_val(c, "json")) {
         json_t *o = json_object();
@@ -256,11 +258,12 @@ static int cmd_lookup(cli *c) {
     } else {
         char tuned[96], knobs[TT_CONFIG_TEXT_MAX];
         if (strcmp(match, "default") == 0)
-            snprintf(tuned, sizeof tuned, "%s", tt__msg_get(&r.msg, "stale")
-                                                     ? "tuned for another kernel revision only (tune --stale)"
-                                                     : "nothing tuned: the built-in default");
+            snprintf(tuned, sizeof tuned, "%s",
+                     tt__msg_get(&r.msg, "stale") ? "tuned for another kernel revision only (tune --stale)"
+                                                  : "nothing tuned: the built-in default");
         else
-            snprintf(tuned, sizeof tuned, "seqlen_q=%s seqlen_k=%s%s%s", sq, sk, grp ? " group=" : "", grp ? grp : "");
+            snprintf(tuned, sizeof tuned, "seqlen_q=%s seqlen_k=%s%s%s", sq, sk, grp ? " group=" : "",
+                     grp ? grp : "");
         snprintf(knobs, sizeof knobs, "%s", cfg);
         for (char *p = knobs; *p; p++)
             if (*p == ',') *p = ' ';
@@ -278,14 +281,20 @@ static const cli_opt tune_opts[] = {
     {"seqlen", "LIST", "sequence lengths, comma-separated (e.g. 512,1024,4096)", 0},
     {"hdim", "LIST", "head dimensions, comma-separated (32,64,96,128,256)", 0},
     {"dtype", "LIST", "fp16, bf16 or fp16,bf16", 0},
-    {"causal", "[=LIST]", "causal keys only; --causal=0,1 (or no, yes, both, bottom-right) for a list "
-                          "(default: not causal)", 0},
+    {"causal", "[=LIST]",
+     "causal keys only; --causal=0,1 (or no, yes, both, bottom-right) for a list "
+     "(default: not causal)",
+     0},
     {"causal-both", NULL, "both non-causal and causal keys (as --causal=0,1)", 0},
     {"seqlen-k", "LIST", "key/value sequence lengths (default: each --seqlen)", 0},
     {"group", "LIST", "GQA groups, comma-separated (default 1)", 0},
-    {"default-grid", NULL, "the node's default grid: seqlen 128..32768 (powers of 2), hdim 64,128,256, fp16+bf16, causal both", 0},
-    {"inference-grid", NULL, "the inference grid: seqlen_q 1..512 x seqlen_k 1k..128k x GQA group 1,4,8, hdim 128,64, bf16+fp16 (docs/tuning.md)", 0},
-    {"stale", NULL, "re-tune every key whose winner is from another kernel revision (none: nothing to do, exit 0)", 0},
+    {"default-grid", NULL,
+     "the node's default grid: seqlen 128..32768 (powers of 2), hdim 64,128,256, fp16+bf16, causal both", 0},
+    {"inference-grid", NULL,
+     "the inference grid: seqlen_q 1..512 x seqlen_k 1k..128k x GQA group 1,4,8, hdim 128,64, bf16+fp16 (docs/tuning.md)",
+     0},
+    {"stale", NULL,
+     "re-tune every key whose winner is from another kernel revision (none: nothing to do, exit 0)", 0},
     {"mode", "M", "exhaustive (default) or fast", 0},
     {"batch", "N", "batch size to measure with (default: the daemon's rule)", 0},
     {"heads", "N", "heads to measure with (default: the daemon's rule)", 0},
@@ -305,7 +314,8 @@ static const char *causal_list(const char *s, char *buf, size_t len) {
     size_t at = 0;
     int ok = copy && s[0] != ',' && s[strlen(s) - 1] != ',' && !strstr(s, ",,");
     buf[0] = '\0';
-    for (char *save = NULL, *it = ok ? strtok_r(copy, ",", &save) : NULL; ok && it; it = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *it = ok ? strtok_r(copy, ",", &save) : NULL; ok && it;
+         it = strtok_r(NULL, ",", &save)) {
         int k = causal_kind(it);
         if (k < 0 || !strcmp(it, "") || at + 3 > len) ok = 0;
         else at += (size_t)snprintf(buf + at, len - at, "%s%d", at ? "," : "", k);
@@ -348,8 +358,9 @@ static int ok_group(const char *s) {
 static int watch_job(cli *c, int64_t job, int json, int interval_ms);
 
 /* The default grid of a node: what `setup-and-run` pre-tunes. */
-#define DEFAULT_GRID "dtype=fp16,bf16 hdim=64,128,256 causal=0,1 " \
-                     "seqlen=128,256,512,1024,2048,4096,8192,16384,32768"
+#define DEFAULT_GRID                              \
+    "dtype=fp16,bf16 hdim=64,128,256 causal=0,1 " \
+    "seqlen=128,256,512,1024,2048,4096,8192,16384,32768"
 
 static int cmd_tune(cli *c) {
     int rc;
@@ -360,26 +371,34 @@ static int cmd_tune(cli *c) {
     for (int i = 0; i < 7; i++) given += cli_opt_val(c, lists[i]) != NULL;
     for (int i = 0; i < 3; i++) needed += cli_opt_val(c, lists[i]) != NULL;
     if (grid + igrid + stale + (given > 0) > 1)
-        return cli_usage(c, "give one of --default-grid, --inference-grid, --stale, or --seqlen/--hdim/--dtype (and --causal)");
+        return cli_usage(
+            c,
+            "give one of --default-grid, --inference-grid, --stale, or --seqlen/--hdim/--dtype (and --causal)");
     if (!grid && !igrid && !stale && needed < 3)
-        return cli_usage(c, "tune needs --seqlen, --hdim and --dtype (or --default-grid, --inference-grid or --stale)");
+        return cli_usage(
+            c, "tune needs --seqlen, --hdim and --dtype (or --default-grid, --inference-grid or --stale)");
     grid += igrid; /* from here on, both grids are "a grid" */
     if (cli_opt_val(c, "causal") && cli_opt_val(c, "causal-both"))
         return cli_usage(c, "give --causal or --causal-both, not both");
     if (stale && cli_opt_val(c, "shard")) return cli_usage(c, "--stale takes no --shard");
     if (cli_opt_val(c, "json") && !cli_opt_val(c, "wait")) return cli_usage(c, "--json goes with --wait");
-    if (!grid && !stale && ((rc = check_list(c, "seqlen", ok_seqlen)) || (rc = check_list(c, "hdim", ok_hdim)) ||
-                            (rc = check_list(c, "dtype", ok_dtype))))
+    if (!grid && !stale &&
+        ((rc = check_list(c, "seqlen", ok_seqlen)) || (rc = check_list(c, "hdim", ok_hdim)) ||
+         (rc = check_list(c, "dtype", ok_dtype))))
         return rc;
-    if (!grid && !stale && ((cli_opt_val(c, "seqlen-k") && (rc = check_list(c, "seqlen-k", ok_seqlen))) ||
-                            (cli_opt_val(c, "group") && (rc = check_list(c, "group", ok_group)))))
+    if (!grid && !stale &&
+        ((cli_opt_val(c, "seqlen-k") && (rc = check_list(c, "seqlen-k", ok_seqlen))) ||
+         (cli_opt_val(c, "group") && (rc = check_list(c, "group", ok_group)))))
         return rc;
     const char *cl = NULL;
     char clbuf[64];
     if (!grid && !stale) {
         const char *causal = cli_opt_val(c, "causal");
         cl = cli_opt_val(c, "causal-both") ? "0,1" : !causal ? "0" : causal_list(causal, clbuf, sizeof clbuf);
-        if (!cl) return cli_usage(c, "--causal takes no value, or a list of no, yes, both, bottom-right (0, 1, 2), not '%s'", causal);
+        if (!cl)
+            return cli_usage(
+                c, "--causal takes no value, or a list of no, yes, both, bottom-right (0, 1, 2), not '%s'",
+                causal);
     }
     const char *mode = cli_opt_val(c, "mode");
     if (mode && strcmp(mode, "exhaustive") != 0 && strcmp(mode, "fast") != 0)
@@ -392,7 +411,8 @@ static int cmd_tune(cli *c) {
     const char *shard = cli_opt_val(c, "shard");
     int si, sn;
     char serr[256];
-    if (shard && tt_shard_parse(shard, &si, &sn, serr, sizeof serr) < 0) return cli_usage(c, "--shard: %s", serr);
+    if (shard && tt_shard_parse(shard, &si, &sn, serr, sizeof serr) < 0)
+        return cli_usage(c, "--shard: %s", serr);
 
     char line[TT_LINE_MAX + 64];
     int n;
@@ -477,7 +497,8 @@ static int cmd_jobs(cli *c) {
         for (int i = 0; a && i < n; i++) json_array_append_new(a, cli_json_fields(&m[i]));
         rc = cli_json_print(a);
     } else if (!rc && n == 0) {
-        printf(cli_opt_val(c, "all") ? "no jobs\n" : "no queued or running jobs (--all shows finished ones)\n");
+        printf(cli_opt_val(c, "all") ? "no jobs\n"
+                                     : "no queued or running jobs (--all shows finished ones)\n");
     } else if (!rc) {
         /* columns: the fields of the first line, in its order; a header row */
         int ncols = m[0].nfields < 32 ? m[0].nfields : 32;
@@ -547,8 +568,7 @@ static int cmd_forget(cli *c) {
     const char *f = tt__msg_get(&r.msg, "forgot");
     if (f && strcmp(f, "0") != 0)
         printf("forgot the tuned config of %s (its measurements stay as history)\n", line + 7);
-    else
-        printf("nothing tuned for %s: nothing to forget\n", line + 7);
+    else printf("nothing tuned for %s: nothing to forget\n", line + 7);
     tt__reply_free(&r);
     return 0;
 }
@@ -594,7 +614,8 @@ static int watch_job(cli *c, int64_t job, int json, int interval_ms) {
         const tt__msg *m = &r.msg;
         const char *state = tt__msg_get(m, "state");
         int64_t keys = field_i64(m, "keys"), done = field_i64(m, "done"), failed = field_i64(m, "failed");
-        int64_t measured = field_i64(m, "measured"), eta = field_i64(m, "eta_s"), el = field_i64(m, "elapsed_s");
+        int64_t measured = field_i64(m, "measured"), eta = field_i64(m, "eta_s"),
+                el = field_i64(m, "elapsed_s");
         const char *bt = tt__msg_get(m, "best_tflops"), *bk = tt__msg_get(m, "best_key");
         int finished = state && (strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 ||
                                  strcmp(state, "cancelled") == 0);
@@ -608,7 +629,8 @@ static int watch_job(cli *c, int64_t job, int json, int interval_ms) {
                 }
             }
             for (int i = 0; i < r.nbody && (size_t)i < nseen; i++) {
-                if (seen[i] || (!strstr(r.body[i], "state=done") && !strstr(r.body[i], "state=failed"))) continue;
+                if (seen[i] || (!strstr(r.body[i], "state=done") && !strstr(r.body[i], "state=failed")))
+                    continue;
                 seen[i] = 1;
                 size_t len = strlen(r.body[i]);
                 char *ln = malloc(len + 3);
@@ -647,8 +669,8 @@ static int watch_job(cli *c, int64_t job, int json, int interval_ms) {
             char bar[64];
             for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
             bar[width] = '\0';
-            printf("\r\033[K[%s] %lld/%lld keys  %lld variants  %s %s%s", bar, (long long)done, (long long)keys,
-                   (long long)measured, finished ? "took" : "ETA", e, b);
+            printf("\r\033[K[%s] %lld/%lld keys  %lld variants  %s %s%s", bar, (long long)done,
+                   (long long)keys, (long long)measured, finished ? "took" : "ETA", e, b);
         } else if (strcmp(now, last) != 0) {
             char e[32];
             fmt_secs(eta, e, sizeof e);
@@ -664,7 +686,8 @@ static int watch_job(cli *c, int64_t job, int json, int interval_ms) {
             if (tty) putchar('\n');
             rc = strcmp(state, "done") == 0 ? 0 : CLI_FAIL;
             if (!json && rc)
-                fprintf(stderr, "tiletune: job %lld %s (%lld keys failed)\n", (long long)job, state, (long long)failed);
+                fprintf(stderr, "tiletune: job %lld %s (%lld keys failed)\n", (long long)job, state,
+                        (long long)failed);
             tt__reply_free(&r);
             break;
         }
@@ -677,7 +700,8 @@ static int watch_job(cli *c, int64_t job, int json, int interval_ms) {
             if (nogpu && ++waited_nogpu >= 3) {
                 if (tty) putchar('\n');
                 if (json) puts("{\"event\":\"waiting\",\"reason\":\"no-gpu\"}");
-                fprintf(stderr, "tiletune: tuning cannot run here (no GPU); job %lld stays queued\n", (long long)job);
+                fprintf(stderr, "tiletune: tuning cannot run here (no GPU); job %lld stays queued\n",
+                        (long long)job);
                 rc = CLI_FAIL;
                 break;
             }
@@ -705,8 +729,8 @@ const cli_cmd cli_commands[] = {
     {"ping", "", "Check that the daemon answers, and how fast", NULL, ping_opts, 0, 0, cmd_ping},
     {"status", "", "Show the daemon's version, GPU, records and tuning state", NULL, status_opts, 0, 0,
      cmd_status},
-    {"stats", "", "Show the daemon's counters (requests, lookups, errors, jobs)", NULL, stats_opts, 0,
-     0, cmd_stats},
+    {"stats", "", "Show the daemon's counters (requests, lookups, errors, jobs)", NULL, stats_opts, 0, 0,
+     cmd_stats},
     {"lookup", "", "Show the best config for a key, as the library would get it",
      "match says where it comes from: exact (tuned for this key), nearest (tuned\n"
      "for the nearest seqlen) or default (nothing tuned: the built-in default).",
@@ -725,8 +749,8 @@ const cli_cmd cli_commands[] = {
      "node has no GPU to tune on.",
      watch_opts, 1, 1, cmd_watch},
     {"cancel", "JOB", "Cancel a queued or running job (admin)", NULL, cancel_opts, 1, 1, cmd_cancel},
-    {"forget", "", "Delete the tuned winner of one key (admin); its measurements stay", NULL,
-     forget_opts, 0, 0, cmd_forget},
+    {"forget", "", "Delete the tuned winner of one key (admin); its measurements stay", NULL, forget_opts, 0,
+     0, cmd_forget},
     CLI_FLEET_COMMANDS,
     {"report", "[A [B]]", "Write the tuning table as one HTML page with charts (the daemon's, or a file)",
      "Per GPU, dtype, head dim and causal mask: the winner's TFLOP/s against\n"

@@ -70,7 +70,8 @@ static int output_path(cli *c, const char **path) {
 static int emit(const char *path, const sbuf *b) {
     if (b->oom) return cli_fail("out of memory");
     if (path) return cli_write_atomic(path, b->p ? b->p : "", b->len);
-    if (b->len && fwrite(b->p, 1, b->len, stdout) != b->len) return cli_fail("cannot write: %s", strerror(errno));
+    if (b->len && fwrite(b->p, 1, b->len, stdout) != b->len)
+        return cli_fail("cannot write: %s", strerror(errno));
     return 0;
 }
 
@@ -102,7 +103,8 @@ static int table_add(table *t, const tt_fleet_rec *r, int64_t no) {
 static uint64_t table_sum(const table *t) {
     uint64_t sum = 0;
     for (size_t i = 0; i < t->n; i++)
-        if (t->r[i].kind == TT_FLEET_BEST) sum = tt_fleet_table_sum_add(sum, &t->r[i].rec.key, &t->r[i].rec.config);
+        if (t->r[i].kind == TT_FLEET_BEST)
+            sum = tt_fleet_table_sum_add(sum, &t->r[i].rec.key, &t->r[i].rec.config);
     return sum;
 }
 
@@ -125,10 +127,12 @@ static int fetch_live(cli *c, const char *fields, int best_only, int skip_bad, i
         tt_fleet_rec rec;
         char err[512];
         if (tt_fleet_rec_parse(r.body[i], strlen(r.body[i]), NULL, now, &rec, err, sizeof err) < 0) {
-            if (!skip_bad) rc = cli_fail("the daemon exported a bad record %d: %s (--skip-bad leaves it out)", i + 1, err);
-            else fprintf(stderr, "tiletune: skipped the daemon's bad record %d: %s\n", i + 1, err), ++*skipped;
-        }
-        else if ((!best_only || rec.kind == TT_FLEET_BEST) && table_add(t, &rec, i + 1) < 0)
+            if (!skip_bad)
+                rc = cli_fail("the daemon exported a bad record %d: %s (--skip-bad leaves it out)", i + 1,
+                              err);
+            else
+                fprintf(stderr, "tiletune: skipped the daemon's bad record %d: %s\n", i + 1, err), ++*skipped;
+        } else if ((!best_only || rec.kind == TT_FLEET_BEST) && table_add(t, &rec, i + 1) < 0)
             rc = cli_fail("out of memory");
     }
     tt__reply_free(&r);
@@ -164,7 +168,8 @@ static int on_file_line(void *ud, int what, int64_t no, const tt_fleet_rec *rec,
         x->bad++;
     } else if (what == TT_FLEET_LINE_RECORD) {
         if (rec->kind != TT_FLEET_BEST) x->history++;
-        if ((!x->best_only || rec->kind == TT_FLEET_BEST) && table_add(x->t, rec, no) < 0) return TT_ERR_NOMEM;
+        if ((!x->best_only || rec->kind == TT_FLEET_BEST) && table_add(x->t, rec, no) < 0)
+            return TT_ERR_NOMEM;
     }
     return 0;
 }
@@ -263,7 +268,8 @@ static size_t keep_keys(table *t, keyset *ks) {
     char *won = calloc(ks->n + 1, 1);
     if (ks->n > 1) qsort(ks->k, ks->n, sizeof *ks->k, full_key_cmp);
     for (size_t i = 0; i < t->n; i++) {
-        const tt_key_v2 *hit = ks->n ? bsearch(&t->r[i].rec.key, ks->k, ks->n, sizeof *ks->k, full_key_cmp) : NULL;
+        const tt_key_v2 *hit =
+            ks->n ? bsearch(&t->r[i].rec.key, ks->k, ks->n, sizeof *ks->k, full_key_cmp) : NULL;
         if (!hit) continue;
         if (won && t->r[i].kind == TT_FLEET_BEST) won[hit - ks->k] = 1;
         t->no[k] = t->no[i];
@@ -309,16 +315,19 @@ static int export_sqlite(cli *c, const char *path) {
     if (!path) return cli_usage(c, "--format sqlite writes a database file: give -o FILE");
     if (cli_opt_val(c, "gpu") || cli_opt_val(c, "rev") || cli_opt_val(c, "all-measurements") ||
         cli_opt_val(c, "shard"))
-        return cli_usage(c, "--format sqlite copies the whole database: no --gpu, --rev, --all-measurements or --shard");
+        return cli_usage(
+            c, "--format sqlite copies the whole database: no --gpu, --rev, --all-measurements or --shard");
     tt__reply r;
     if (cli_request(c, "EXPORT format=sqlite", &r)) return CLI_FAIL;
     sbuf b = {0};
     int64_t bytes = -1;
     const char *bs = tt__msg_get(&r.msg, "bytes");
     int rc = 0;
-    if (!bs || tt__parse_i64(bs, 0, INT64_MAX, &bytes) < 0) rc = cli_fail("the daemon's snapshot reply has no bytes=N");
+    if (!bs || tt__parse_i64(bs, 0, INT64_MAX, &bytes) < 0)
+        rc = cli_fail("the daemon's snapshot reply has no bytes=N");
     for (int i = 0; !rc && i < r.nbody; i++)
-        if (b64_decode(r.body[i], &b) < 0) rc = cli_fail("the daemon's snapshot line %d is not base64", i + 1);
+        if (b64_decode(r.body[i], &b) < 0)
+            rc = cli_fail("the daemon's snapshot line %d is not base64", i + 1);
     if (!rc && (int64_t)b.len != bytes)
         rc = cli_fail("the snapshot is %zu bytes, the daemon announced %lld", b.len, (long long)bytes);
     if (!rc) rc = emit(path, &b);
@@ -349,7 +358,8 @@ int cli_cmd_export(cli *c) {
     char err[256];
     if ((gpu && !tt__is_hex_id(gpu)) || (rev && !tt__is_hex_id(rev)))
         return cli_usage(c, "--gpu and --rev take 1..32 lower-case hex digits");
-    if (shard && tt_shard_parse(shard, &si, &sn, err, sizeof err) < 0) return cli_usage(c, "--shard: %s", err);
+    if (shard && tt_shard_parse(shard, &si, &sn, err, sizeof err) < 0)
+        return cli_usage(c, "--shard: %s", err);
     char fields[256];
     snprintf(fields, sizeof fields, "%s%s%s%s%s", gpu ? " gpu=" : "", gpu ? gpu : "", rev ? " rev=" : "",
              rev ? rev : "", cli_opt_val(c, "all-measurements") ? " all=1" : "");
@@ -383,7 +393,8 @@ int cli_cmd_export(cli *c) {
     }
     for (size_t i = 0; n > 0 && i < t.n; i++) {
         if (shard) snprintf(t.r[i].shard, sizeof t.r[i].shard, "%s", h.shard);
-        n = csv ? tt_fleet_csv_row(&t.r[i], line, sizeof line) : tt_fleet_rec_format(&t.r[i], line, sizeof line);
+        n = csv ? tt_fleet_csv_row(&t.r[i], line, sizeof line)
+                : tt_fleet_rec_format(&t.r[i], line, sizeof line);
         if (n <= 0) break;
         if (csv) {
             sb_add(&b, line, (size_t)n);
@@ -392,7 +403,8 @@ int cli_cmd_export(cli *c) {
             sb_line(&b, line, n);
         }
     }
-    if (n > 0 && !csv && (n = tt_fleet_end_format((int64_t)t.n, sum, line, sizeof line)) > 0) sb_line(&b, line, n);
+    if (n > 0 && !csv && (n = tt_fleet_end_format((int64_t)t.n, sum, line, sizeof line)) > 0)
+        sb_line(&b, line, n);
     if (n <= 0) rc = cli_fail("a record does not fit a table line (%s)", tt_strerror(n));
     else rc = emit(path, &b);
     if (!rc && path) {
@@ -420,7 +432,7 @@ const cli_opt cli_import_opts[] = {
 };
 
 /* The counts of an IMPORT reply, in this order. */
-static const char *const count_names[] = {"added", "replaced", "kept",     "rejected",
+static const char *const count_names[] = {"added", "replaced", "kept",    "rejected",
                                           "stale", "foreign",  "history", "committed"};
 enum { C_ADDED, C_REPLACED, C_KEPT, C_REJECTED, C_STALE, C_FOREIGN, C_HISTORY, C_COMMITTED, C_N };
 
@@ -430,20 +442,21 @@ enum { C_ADDED, C_REPLACED, C_KEPT, C_REJECTED, C_STALE, C_FOREIGN, C_HISTORY, C
  * with the file's record numbers unless `quiet`. 0, or CLI_FAIL when the
  * import did not happen at all (daemon refused, connection lost).
  */
-static int send_import(cli *c, const char *path, const table *t, const file_ctx *x, tt_fleet_policy p, int dry,
-                       int strict, int quiet, int64_t v[C_N]) {
+static int send_import(cli *c, const char *path, const table *t, const file_ctx *x, tt_fleet_policy p,
+                       int dry, int strict, int quiet, int64_t v[C_N]) {
     sbuf body = {0};
     char line[TT_FLEET_LINE_MAX + 1], err[512];
     int rc = 0;
     /* The request and its body: one record a line, re-written canonically
      * (what was checked here is what the daemon gets). */
-    int n = snprintf(line, sizeof line, "IMPORT policy=%s dry_run=%d strict=%d lines=%zu", tt_fleet_policy_name(p),
-                     dry, strict, t->n);
+    int n = snprintf(line, sizeof line, "IMPORT policy=%s dry_run=%d strict=%d lines=%zu",
+                     tt_fleet_policy_name(p), dry, strict, t->n);
     sb_line(&body, line, n);
     for (size_t i = 0; n > 0 && i < t->n; i++)
         if ((n = tt_fleet_rec_format(&t->r[i], line, sizeof line)) > 0) sb_line(&body, line, n);
     if (body.oom || n <= 0) {
-        rc = cli_fail("cannot prepare the import of %s (%s)", path, n <= 0 ? tt_strerror(n) : "out of memory");
+        rc =
+            cli_fail("cannot prepare the import of %s (%s)", path, n <= 0 ? tt_strerror(n) : "out of memory");
         goto out;
     }
     int64_t deadline = tt__deadline_after_ms(c->timeout_ms + IMPORT_EXTRA_MS);
@@ -460,7 +473,8 @@ static int send_import(cli *c, const char *path, const table *t, const file_ctx 
         goto out;
     }
     if (r.status < 0) {
-        rc = cli_fail("the daemon refused the import of %s: %s (%s); nothing imported", path, r.message, r.code);
+        rc = cli_fail("the daemon refused the import of %s: %s (%s); nothing imported", path, r.message,
+                      r.code);
         tt__reply_free(&r);
         goto out;
     }
@@ -475,7 +489,8 @@ static int send_import(cli *c, const char *path, const table *t, const file_ctx 
     for (int i = 0; !quiet && i < r.nbody; i++) {
         char *sp = strchr(r.body[i], ' ');
         long long k = strncmp(r.body[i], "record=", 7) == 0 ? strtoll(r.body[i] + 7, NULL, 10) : 0;
-        reason(path, x->bad + i, k >= 1 && (size_t)k <= t->n ? (long long)t->no[k - 1] : k, sp ? sp + 1 : r.body[i]);
+        reason(path, x->bad + i, k >= 1 && (size_t)k <= t->n ? (long long)t->no[k - 1] : k,
+               sp ? sp + 1 : r.body[i]);
     }
     if (!quiet) reasons_left(path, x->bad + r.nbody);
     tt__reply_free(&r);
@@ -491,7 +506,8 @@ static void report(const char *path, tt_fleet_policy p, int dry, const int64_t v
     long long taken = (long long)(v[C_ADDED] + v[C_REPLACED] + v[C_KEPT]);
     if (dry)
         printf("dry run of %s (%s): would add %lld, replace %lld, keep %lld; rejected %lld\n", path, pol,
-               (long long)v[C_ADDED], (long long)v[C_REPLACED], (long long)v[C_KEPT], (long long)v[C_REJECTED]);
+               (long long)v[C_ADDED], (long long)v[C_REPLACED], (long long)v[C_KEPT],
+               (long long)v[C_REJECTED]);
     else if (!v[C_COMMITTED])
         printf("did not import %s (%s, --strict): %lld records rejected; nothing changed\n", path, pol,
                (long long)v[C_REJECTED]);
@@ -499,7 +515,8 @@ static void report(const char *path, tt_fleet_policy p, int dry, const int64_t v
         printf("did not import %s (%s): all %lld records rejected\n", path, pol, (long long)v[C_REJECTED]);
     else
         printf("imported %s (%s): added %lld, replaced %lld, kept %lld, rejected %lld\n", path, pol,
-               (long long)v[C_ADDED], (long long)v[C_REPLACED], (long long)v[C_KEPT], (long long)v[C_REJECTED]);
+               (long long)v[C_ADDED], (long long)v[C_REPLACED], (long long)v[C_KEPT],
+               (long long)v[C_REJECTED]);
     if (v[C_STALE] || v[C_FOREIGN] || v[C_HISTORY])
         printf("  %lld of another kernel revision (kept as stale), %lld of other GPU models (kept, not "
                "served here), %lld measurements not merged (history)\n",
@@ -567,7 +584,8 @@ int cli_cmd_import(cli *c) {
          * refused table for a clean one. */
         long long taken = (long long)(v[C_ADDED] + v[C_REPLACED] + v[C_KEPT]);
         if (!dry && !v[C_COMMITTED])
-            rc = cli_fail("%s: --strict and %lld bad records: nothing imported", path, (long long)v[C_REJECTED]);
+            rc = cli_fail("%s: --strict and %lld bad records: nothing imported", path,
+                          (long long)v[C_REJECTED]);
         else if (v[C_REJECTED] > 0 && !taken)
             rc = cli_fail("%s: all %lld records rejected: nothing imported", path, (long long)v[C_REJECTED]);
         else if (v[C_REJECTED] > 0)
@@ -634,7 +652,8 @@ static int load_side(cli *c, const char *what, table *t) {
     if (strcmp(what, "@live") == 0) return fetch_live(c, "", 1, 0, &skipped, t);
     file_ctx x;
     int rc = read_file(what, 1, t, &x);
-    if (!rc && x.bad) fprintf(stderr, "%s: %lld bad records left out of the comparison\n", what, (long long)x.bad);
+    if (!rc && x.bad)
+        fprintf(stderr, "%s: %lld bad records left out of the comparison\n", what, (long long)x.bad);
     return rc;
 }
 
@@ -679,8 +698,9 @@ int cli_cmd_diff(cli *c) {
         rc = cli_fail("out of memory");
         goto out2;
     }
-    static const char *const head[] = {"GPU", "REV", "DTYPE", "HDIM", "CAUSAL", "SEQLEN_Q", "SEQLEN_K",
-                                       "CONFIG", "A_TFLOPS", "B_TFLOPS", "CHANGE", "A_CONFIG -> B_CONFIG"};
+    static const char *const head[] = {"GPU",      "REV",      "DTYPE",    "HDIM",
+                                       "CAUSAL",   "SEQLEN_Q", "SEQLEN_K", "CONFIG",
+                                       "A_TFLOPS", "B_TFLOPS", "CHANGE",   "A_CONFIG -> B_CONFIG"};
     int nrows = 1, ncols = 12;
     for (int k = 0; k < ncols; k++) cells[k] = head[k];
     size_t i = 0, j = 0, nsame = 0, ndiff = 0, nonlya = 0, nonlyb = 0, nchg = 0;
@@ -688,7 +708,10 @@ int cli_cmd_diff(cli *c) {
         int cmp = i >= a.n ? 1 : j >= b.n ? -1 : key_cmp(&a.r[i].rec.key, &b.r[j].rec.key, by_rev);
         const tt_record *ra = cmp <= 0 ? &a.r[i].rec : NULL, *rb = cmp >= 0 ? &b.r[j].rec : NULL;
         const tt_record *any = ra ? ra : rb;
-        const char *what = !rb ? "only-a" : !ra ? "only-b" : tt_config_equal(&ra->config, &rb->config) ? "same" : "differs";
+        const char *what = !rb                                         ? "only-a"
+                           : !ra                                       ? "only-b"
+                           : tt_config_equal(&ra->config, &rb->config) ? "same"
+                                                                       : "differs";
         double ta = ra ? ra->tflops : -1, tb = rb ? rb->tflops : -1, chg = 0;
         int have_chg = ta > 0 && tb >= 0;
         if (have_chg) changes[nchg++] = chg = (tb - ta) / ta * 100.0;
@@ -727,8 +750,7 @@ int cli_cmd_diff(cli *c) {
         snprintf(mine[0], sizeof mine[0], "%.8s", any->key.gpu);
         if (ra && rb && strcmp(ra->key.rev, rb->key.rev) != 0)
             snprintf(mine[1], sizeof mine[1], "%.8s>%.8s", ra->key.rev, rb->key.rev);
-        else
-            snprintf(mine[1], sizeof mine[1], "%.8s", any->key.rev);
+        else snprintf(mine[1], sizeof mine[1], "%.8s", any->key.rev);
         snprintf(mine[3], sizeof mine[3], "%d", (int)any->key.head_dim);
         snprintf(mine[4], sizeof mine[4], "%d", (int)any->key.causal);
         snprintf(mine[5], sizeof mine[5], "%lld", (long long)any->key.seqlen_q);
@@ -739,8 +761,7 @@ int cli_cmd_diff(cli *c) {
         /* the configs themselves where they differ: what changed, not only that it did */
         if (ra && rb && strcmp(what, "differs") == 0)
             snprintf(mine[11], sizeof mine[11], "%s -> %s", config_knobs(ca), config_knobs(cb));
-        else
-            snprintf(mine[11], sizeof mine[11], "%s", config_knobs(ra ? ca : cb));
+        else snprintf(mine[11], sizeof mine[11], "%s", config_knobs(ra ? ca : cb));
         for (int k = 0; k < ncols; k++) row[k] = mine[k];
         row[2] = tt__dtype_name(any->key.dtype);
         row[7] = what;
@@ -765,8 +786,8 @@ int cli_cmd_diff(cli *c) {
         rc = cli_json_print(o);
     } else {
         if (nrows > 1) cli_table(cells, nrows, ncols, 0x778u);
-        printf("%zu keys: %zu same config, %zu differ, %zu only in A, %zu only in B", nsame + ndiff + nonlya + nonlyb,
-               nsame, ndiff, nonlya, nonlyb);
+        printf("%zu keys: %zu same config, %zu differ, %zu only in A, %zu only in B",
+               nsame + ndiff + nonlya + nonlyb, nsame, ndiff, nonlya, nonlyb);
         if (nchg) printf("; TFLOP/s median change %+.1f%% over %zu keys", median, nchg);
         printf("\n");
     }

@@ -13,8 +13,10 @@
 
 const cli_opt cli_report_opts[] = {
     {"output", "FILE", "write the page to FILE, atomically (default or '-': stdout)", 0},
-    {"rev", "HEX", "the current kernel revision: winners of others are stale (default: the daemon's, "
-                   "for a file the revision of its newest winner)", 0},
+    {"rev", "HEX",
+     "the current kernel revision: winners of others are stale (default: the daemon's, "
+     "for a file the revision of its newest winner)",
+     0},
     {NULL},
 };
 
@@ -68,7 +70,8 @@ static int load_live(cli *c, loaded *l) {
         char err[512];
         if (tt_fleet_rec_parse(r.body[i], strlen(r.body[i]), NULL, now, &rec, err, sizeof err) < 0) {
             if (++l->bad <= BAD_SHOWN)
-                fprintf(stderr, "tiletune: the daemon's record %d: %s (left out of the report)\n", i + 1, err);
+                fprintf(stderr, "tiletune: the daemon's record %d: %s (left out of the report)\n", i + 1,
+                        err);
         } else if (add(l, &rec) < 0) {
             rc = cli_fail("out of memory");
         }
@@ -97,7 +100,8 @@ static int load(cli *c, const char *what, loaded *l) {
     memset(l, 0, sizeof *l);
     int rc = strcmp(what, "@live") == 0 ? load_live(c, l) : load_file(what, l);
     if (l->bad > BAD_SHOWN)
-        fprintf(stderr, "tiletune: %s: %lld bad records in all, left out of the report\n", what, (long long)l->bad);
+        fprintf(stderr, "tiletune: %s: %lld bad records in all, left out of the report\n", what,
+                (long long)l->bad);
     const char *rev = cli_opt_val(c, "rev");
     if (!rc && rev) snprintf(l->t.current_rev, sizeof l->t.current_rev, "%s", rev);
     return rc;
@@ -124,7 +128,8 @@ int cli_cmd_report(cli *c) {
     }
     if (f && fclose(f) != 0 && !rc) rc = cli_fail("out of memory");
     if (!rc && out && (rc = cli_write_atomic(out, page, len)) == 0)
-        fprintf(stderr, "wrote the report of %zu records%s to %s\n", a.t.n + b.t.n, c->npos == 2 ? " (two tables)" : "", out);
+        fprintf(stderr, "wrote the report of %zu records%s to %s\n", a.t.n + b.t.n,
+                c->npos == 2 ? " (two tables)" : "", out);
     free(page);
     free(a.r);
     free(b.r);

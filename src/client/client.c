@@ -34,8 +34,7 @@
  * thread, ~110 ns each with two (docs/perf.md). A thread adds to its
  * own shard's line (still an atomic add: past STAT_SHARDS threads, two may
  * share one); a read sums the shards. */
-enum { STAT_HITS, STAT_ANSWERS, STAT_FALLBACKS, STAT_CONNECTS, STAT_FAILURES, STAT_KEY_ERRORS,
-       STAT_COUNT };
+enum { STAT_HITS, STAT_ANSWERS, STAT_FALLBACKS, STAT_CONNECTS, STAT_FAILURES, STAT_KEY_ERRORS, STAT_COUNT };
 #define STAT_SHARDS 64
 
 typedef struct counter_shard {
@@ -50,13 +49,13 @@ struct tt_client {
      * `io` so that, while the daemon is down, a lookup returns the fallback
      * at once instead of queueing behind a thread that is trying. */
     _Atomic int64_t retry_at;
-    counter_shard *counters; /* STAT_SHARDS of them, one cache line each */
+    counter_shard *counters;      /* STAT_SHARDS of them, one cache line each */
     _Atomic int64_t last_failure; /* TT_ERR_* of the latest failed attempt */
 
     tt_client *prev, *next; /* the list of open clients, under registry_lock */
 
     pthread_mutex_t io; /* guards everything below */
-    tt__conn *conn; /* its fd is -1 in a fork child until the next connect */
+    tt__conn *conn;     /* its fd is -1 in a fork child until the next connect */
     int64_t backoff_ns, backoff_min_ns, backoff_max_ns;
     uint64_t rng;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -260,8 +259,7 @@ static int ensure_conn(tt_client *c, int64_t deadline) {
     int rc = tt__conn_open(c->path, deadline, &conn, NULL, 0);
     if (rc < 0) return rc;
     tt__reply r;
-    rc = tt__conn_request(conn, "HELLO proto=1 client=libtiletune/" TT_VERSION_STRING, &r,
-                          deadline, NULL, 0);
+    rc = tt__conn_request(conn, "HELLO proto=1 client=libtiletune/" TT_VERSION_STRING, &r, deadline, NULL, 0);
     if (rc == 0) rc = r.status;
     tt__reply_free(&r);
     if (rc < 0) {

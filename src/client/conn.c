@@ -20,8 +20,8 @@ struct tt__conn {
     char buf[TT_REPLY_LINE_MAX + 2];
 };
 
-#define SETERR(...)                                       \
-    do {                                                  \
+#define SETERR(...)                                            \
+    do {                                                       \
         if (err && errlen) snprintf(err, errlen, __VA_ARGS__); \
     } while (0)
 
@@ -31,9 +31,7 @@ int64_t tt__now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int64_t tt__deadline_after_ms(int ms) {
-    return tt__now_ns() + (ms > 0 ? (int64_t)ms * 1000000 : 0);
-}
+int64_t tt__deadline_after_ms(int ms) { return tt__now_ns() + (ms > 0 ? (int64_t)ms * 1000000 : 0); }
 
 const char *tt__socket_path(const char *path) {
     if (path && *path) return path;
@@ -127,8 +125,7 @@ void tt__conn_drop_fd(tt__conn *c) {
     c->fd = -1;
 }
 
-int tt__conn_send(tt__conn *c, const char *buf, size_t len, int64_t deadline, char *err,
-                  size_t errlen) {
+int tt__conn_send(tt__conn *c, const char *buf, size_t len, int64_t deadline, char *err, size_t errlen) {
     size_t done = 0;
     while (done < len) {
         ssize_t n = send(c->fd, buf + done, len - done, MSG_NOSIGNAL);
@@ -152,8 +149,7 @@ int tt__conn_send(tt__conn *c, const char *buf, size_t len, int64_t deadline, ch
     return 0;
 }
 
-int tt__conn_read_line(tt__conn *c, char **line, size_t *len, int64_t deadline, char *err,
-                       size_t errlen) {
+int tt__conn_read_line(tt__conn *c, char **line, size_t *len, int64_t deadline, char *err, size_t errlen) {
     for (;;) {
         char *s = c->buf + c->start;
         char *nl = memchr(s, '\n', c->end - c->start);

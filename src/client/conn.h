@@ -48,12 +48,10 @@ int tt__conn_fd(const tt__conn *c);
 void tt__conn_drop_fd(tt__conn *c);
 
 /* Writes all `len` bytes (never raises SIGPIPE). */
-int tt__conn_send(tt__conn *c, const char *buf, size_t len, int64_t deadline, char *err,
-                  size_t errlen);
+int tt__conn_send(tt__conn *c, const char *buf, size_t len, int64_t deadline, char *err, size_t errlen);
 /* Reads one line. *line points into the connection's buffer, NUL-ended,
  * without its "\n" (or "\r\n"); it stays valid until the next read. */
-int tt__conn_read_line(tt__conn *c, char **line, size_t *len, int64_t deadline, char *err,
-                       size_t errlen);
+int tt__conn_read_line(tt__conn *c, char **line, size_t *len, int64_t deadline, char *err, size_t errlen);
 
 /*
  * One parsed reply. For `OK`: status 0, msg holds the fields (verb "OK"),

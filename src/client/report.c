@@ -35,7 +35,8 @@ typedef struct view {
 static int group_cmp(const tt_key_v2 *a, const tt_key_v2 *b) {
     int c = strcmp(a->gpu, b->gpu);
     if (c) return c < 0 ? -1 : 1;
-#define CMPF(f) if (a->f != b->f) return a->f < b->f ? -1 : 1
+#define CMPF(f) \
+    if (a->f != b->f) return a->f < b->f ? -1 : 1
     CMPF(dtype);
     CMPF(head_dim);
     CMPF(causal);
@@ -69,7 +70,8 @@ static const char *current_rev(const tt_report_table *t) {
     if (t->current_rev[0]) return t->current_rev;
     const tt_fleet_rec *newest = NULL;
     for (size_t i = 0; i < t->n; i++)
-        if (t->recs[i].kind == TT_FLEET_BEST && (!newest || t->recs[i].rec.measured_at > newest->rec.measured_at))
+        if (t->recs[i].kind == TT_FLEET_BEST &&
+            (!newest || t->recs[i].rec.measured_at > newest->rec.measured_at))
             newest = &t->recs[i];
     return newest ? newest->rec.key.rev : "";
 }
@@ -113,7 +115,8 @@ static int view_build(const tt_report_table *t, view *v) {
             int f = r->config.family == TT_FAMILY_WGMMA;
             if (r->tflops > k->fam[f]) k->fam[f] = r->tflops;
             tt_config d;
-            if (tt_config_default_v2(&r->key, &d) == 0 && tt_config_equal(&d, &r->config) && r->tflops > k->def)
+            if (tt_config_default_v2(&r->key, &d) == 0 && tt_config_equal(&d, &r->config) &&
+                r->tflops > k->def)
                 k->def = r->tflops;
         }
     }
@@ -126,7 +129,8 @@ static int view_build(const tt_report_table *t, view *v) {
         for (size_t m = i; m < j; m++) {
             if (!v->k[m].best) continue;
             if (pick == (size_t)-1 || (!v->k[m].stale && v->k[pick].stale) ||
-                (v->k[m].stale == v->k[pick].stale && v->k[m].best->rec.measured_at > v->k[pick].best->rec.measured_at))
+                (v->k[m].stale == v->k[pick].stale &&
+                 v->k[m].best->rec.measured_at > v->k[pick].best->rec.measured_at))
                 pick = m;
         }
         if (pick != (size_t)-1) v->k[pick].shown = 1;
@@ -158,10 +162,13 @@ static void fmt_seqlen(int64_t s, char *buf, size_t len) {
 static void fmt_time(int64_t t, char *buf, size_t len) {
     time_t tt = (time_t)t;
     struct tm tm;
-    if (t <= 0 || !gmtime_r(&tt, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M UTC", &tm)) snprintf(buf, len, "-");
+    if (t <= 0 || !gmtime_r(&tt, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M UTC", &tm))
+        snprintf(buf, len, "-");
 }
 
-static const char *causal_name(int c) { return c == 0 ? "not causal" : c == 1 ? "causal" : "causal (bottom-right)"; }
+static const char *causal_name(int c) {
+    return c == 0 ? "not causal" : c == 1 ? "causal" : "causal (bottom-right)";
+}
 
 static const tt_gpu_info *gpu_of(const view *v, const char *fp) {
     for (size_t i = 0; i < v->t->n; i++)
@@ -232,19 +239,24 @@ static void chart(FILE *f, const char *title, const char *ylabel, const series *
         double px = PL + (e - x0) / (x1 - x0) * (PR - PL);
         char lab[24];
         fmt_seqlen((int64_t)llround(pow(2, e)), lab, sizeof lab);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"grid\"/>"
-                   "<text x=\"%.1f\" y=\"%d\" class=\"tick\" text-anchor=\"middle\">%s</text>\n",
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"grid\"/>"
+                "<text x=\"%.1f\" y=\"%d\" class=\"tick\" text-anchor=\"middle\">%s</text>\n",
                 px, PT, px, PB, px, PB + 16, lab);
     }
     for (int i = 0; i <= 5; i++) {
         double v = y1 * i / 5, py = PY(v);
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"grid\"/>"
-                   "<text x=\"%d\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%g</text>\n",
+        fprintf(f,
+                "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"grid\"/>"
+                "<text x=\"%d\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%g</text>\n",
                 PL, py, PR, py, PL - 6, py + 4, v);
     }
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" class=\"frame\"/>\n", PL, PT, PR - PL, PB - PT);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"axis\" text-anchor=\"middle\">seqlen</text>\n", (PL + PR) / 2, CH - 8);
-    fprintf(f, "<text x=\"14\" y=\"%d\" class=\"axis\" text-anchor=\"middle\" transform=\"rotate(-90 14 %d)\">",
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" class=\"frame\"/>\n", PL, PT, PR - PL,
+            PB - PT);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"axis\" text-anchor=\"middle\">seqlen</text>\n", (PL + PR) / 2,
+            CH - 8);
+    fprintf(f,
+            "<text x=\"14\" y=\"%d\" class=\"axis\" text-anchor=\"middle\" transform=\"rotate(-90 14 %d)\">",
             (PT + PB) / 2, (PT + PB) / 2);
     esc(f, ylabel);
     fputs("</text>\n", f);
@@ -252,21 +264,25 @@ static void chart(FILE *f, const char *title, const char *ylabel, const series *
     int ly = PT + 14 + 15 * (ns - 1);
     for (int i = ns - 1; i >= 0; i--, ly -= 15) {
         if (!s[i].n) continue;
-        fprintf(f, "<g class=\"series\" data-series=\"%s\"><polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
-                s[i].name, s[i].color, s[i].dashed ? " stroke-dasharray=\"6 4\"" : "");
-        for (int j = 0; j < s[i].n; j++) fprintf(f, "%s%.2f,%.2f", j ? " " : "", PX(s[i].x[j]), PY(s[i].y[j]));
+        fprintf(
+            f,
+            "<g class=\"series\" data-series=\"%s\"><polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
+            s[i].name, s[i].color, s[i].dashed ? " stroke-dasharray=\"6 4\"" : "");
+        for (int j = 0; j < s[i].n; j++)
+            fprintf(f, "%s%.2f,%.2f", j ? " " : "", PX(s[i].x[j]), PY(s[i].y[j]));
         fputs("\"/>\n", f);
         for (int j = 0; j < s[i].n; j++) {
             char lab[24];
             fmt_seqlen(s[i].x[j], lab, sizeof lab);
-            fprintf(f,
-                    "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"%s\" fill=\"%s\" data-series=\"%s\" data-seqlen=\"%lld\" "
-                    "data-value=\"%.4f\"><title>%s, seqlen %s: %.2f</title></circle>\n",
-                    PX(s[i].x[j]), PY(s[i].y[j]), i == 0 ? "4.5" : "3", s[i].color, s[i].name, (long long)s[i].x[j], s[i].y[j], s[i].name,
-                    lab, s[i].y[j]);
+            fprintf(
+                f,
+                "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"%s\" fill=\"%s\" data-series=\"%s\" data-seqlen=\"%lld\" "
+                "data-value=\"%.4f\"><title>%s, seqlen %s: %.2f</title></circle>\n",
+                PX(s[i].x[j]), PY(s[i].y[j]), i == 0 ? "4.5" : "3", s[i].color, s[i].name,
+                (long long)s[i].x[j], s[i].y[j], s[i].name, lab, s[i].y[j]);
         }
-        fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"legend\" fill=\"%s\">%s</text></g>\n", PR + 10, ly, s[i].color,
-                s[i].name);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"legend\" fill=\"%s\">%s</text></g>\n", PR + 10, ly,
+                s[i].color, s[i].name);
     }
 #undef PX
 #undef PY
@@ -283,7 +299,8 @@ typedef struct gseries {
 } gseries;
 
 static series take(gseries *g, int which, const char *name, const char *color, int dashed) {
-    series s = {name, color, dashed, 0, g->x + (size_t)which * (size_t)g->cap, g->y + (size_t)which * (size_t)g->cap};
+    series s = {
+        name, color, dashed, 0, g->x + (size_t)which * (size_t)g->cap, g->y + (size_t)which * (size_t)g->cap};
     return s;
 }
 
@@ -313,16 +330,21 @@ static void provenance(FILE *f, const view *v) {
     esc(f, t->name);
     fputs("</td></tr><tr><th class=\"l\">node</th><td class=\"l\">", f);
     esc(f, t->node[0] ? t->node : "-");
-    fprintf(f, "</td></tr><tr><th class=\"l\">exported</th><td class=\"l\">%s</td></tr>"
-               "<tr><th class=\"l\">current kernel revision</th><td class=\"l\"><code>",
+    fprintf(f,
+            "</td></tr><tr><th class=\"l\">exported</th><td class=\"l\">%s</td></tr>"
+            "<tr><th class=\"l\">current kernel revision</th><td class=\"l\"><code>",
             when);
     esc(f, v->rev[0] ? v->rev : "-");
-    fprintf(f, "</code></td></tr><tr><th class=\"l\">records</th><td class=\"l\">%zu winners, %zu measurements</td></tr></table>\n",
-            v->nbest, v->nmeas);
+    fprintf(
+        f,
+        "</code></td></tr><tr><th class=\"l\">records</th><td class=\"l\">%zu winners, %zu measurements</td></tr></table>\n",
+        v->nbest, v->nmeas);
     /* GPU models */
-    fputs("<h3>GPUs</h3><table id=\"gpus\"><tr><th class=\"l\">model</th><th class=\"l\">fingerprint</th><th>sm</th>"
-          "<th>SMs</th><th>memory GiB</th><th class=\"l\">driver</th><th class=\"l\">CUDA</th><th class=\"l\">NVRTC</th>"
-          "<th>winners</th></tr>\n", f);
+    fputs(
+        "<h3>GPUs</h3><table id=\"gpus\"><tr><th class=\"l\">model</th><th class=\"l\">fingerprint</th><th>sm</th>"
+        "<th>SMs</th><th>memory GiB</th><th class=\"l\">driver</th><th class=\"l\">CUDA</th><th class=\"l\">NVRTC</th>"
+        "<th>winners</th></tr>\n",
+        f);
     for (size_t i = 0; i < t->n; i++) {
         const tt_gpu_info *g = &t->recs[i].gpu;
         size_t first = i;
@@ -347,22 +369,27 @@ static void provenance(FILE *f, const view *v) {
     }
     fputs("</table>\n", f);
     /* kernel revisions and nodes */
-    fputs("<h3>Kernel revisions and nodes</h3><table id=\"revs\"><tr><th class=\"l\">revision</th><th class=\"l\">"
-          "state</th><th>winners</th></tr>\n", f);
+    fputs(
+        "<h3>Kernel revisions and nodes</h3><table id=\"revs\"><tr><th class=\"l\">revision</th><th class=\"l\">"
+        "state</th><th>winners</th></tr>\n",
+        f);
     for (size_t i = 0; i < t->n; i++) {
         const char *r = t->recs[i].rec.key.rev;
         size_t first = i, nw = 0;
         for (size_t j = 0; j < i; j++)
             if (strcmp(t->recs[j].rec.key.rev, r) == 0) first = j;
         if (first != i) continue;
-        for (size_t j = 0; j < t->n; j++) nw += t->recs[j].kind == TT_FLEET_BEST && strcmp(t->recs[j].rec.key.rev, r) == 0;
+        for (size_t j = 0; j < t->n; j++)
+            nw += t->recs[j].kind == TT_FLEET_BEST && strcmp(t->recs[j].rec.key.rev, r) == 0;
         fputs("<tr><td class=\"l\"><code>", f);
         esc(f, r);
-        fprintf(f, "</code></td><td class=\"l\">%s</td><td>%zu</td></tr>\n", strcmp(r, v->rev) == 0 ? "current" : "stale",
-                nw);
+        fprintf(f, "</code></td><td class=\"l\">%s</td><td>%zu</td></tr>\n",
+                strcmp(r, v->rev) == 0 ? "current" : "stale", nw);
     }
-    fputs("</table><table id=\"nodes\"><tr><th class=\"l\">measured on node</th><th>records</th><th class=\"l\">"
-          "newest</th></tr>\n", f);
+    fputs(
+        "</table><table id=\"nodes\"><tr><th class=\"l\">measured on node</th><th>records</th><th class=\"l\">"
+        "newest</th></tr>\n",
+        f);
     for (size_t i = 0; i < t->n; i++) {
         const char *nd = t->recs[i].rec.node;
         size_t first = i, nr = 0;
@@ -407,19 +434,21 @@ static int summary(FILE *f, const view *v) {
         stale += (size_t)k->stale;
         if (k->def > 0) ratios[nr++] = k->best->rec.tflops / k->def;
     }
-    fprintf(f, "<h2>Summary</h2><table id=\"summary\"><tr><th class=\"l\">tuned keys</th><td>%zu</td></tr>"
-               "<tr><th class=\"l\">stale winners (another kernel revision)</th><td>%zu</td></tr>"
-               "<tr><th class=\"l\">failed variants (wrong, fault, timeout)</th><td>%zu</td></tr>"
-               "<tr><th class=\"l\">skipped variants</th><td>%zu</td></tr>",
+    fprintf(f,
+            "<h2>Summary</h2><table id=\"summary\"><tr><th class=\"l\">tuned keys</th><td>%zu</td></tr>"
+            "<tr><th class=\"l\">stale winners (another kernel revision)</th><td>%zu</td></tr>"
+            "<tr><th class=\"l\">failed variants (wrong, fault, timeout)</th><td>%zu</td></tr>"
+            "<tr><th class=\"l\">skipped variants</th><td>%zu</td></tr>",
             keys, stale, failed, skipped);
     if (nr)
-        fprintf(f, "<tr><th class=\"l\">tuned/default, median over %zu keys</th><td>%.2f&times;</td></tr>", nr,
-                median(ratios, nr));
+        fprintf(f, "<tr><th class=\"l\">tuned/default, median over %zu keys</th><td>%.2f&times;</td></tr>",
+                nr, median(ratios, nr));
     fputs("</table>\n", f);
     if (!v->nmeas)
         fputs("<p class=\"note\">This table holds winners only: the default's and each family's TFLOP/s, the "
               "spread of every variant and the failures come from its measurements (<code>tiletune export "
-              "--all-measurements</code>).</p>\n", f);
+              "--all-measurements</code>).</p>\n",
+              f);
     free(ratios);
     return 0;
 }
@@ -443,7 +472,8 @@ static int group_section(FILE *f, const view *v, size_t i, size_t j, int gno) {
     }
     series tf[4] = {take(&g, 0, "winner", "#1f77b4", 0), take(&g, 1, "default", "#d62728", 1),
                     take(&g, 2, "best mma", "#2ca02c", 0), take(&g, 3, "best wgmma", "#9467bd", 0)};
-    series ratio = take(&g, 4, "tuned/default", "#ff7f0e", 0), spread = take(&g, 5, "winner spread %", "#8c564b", 0);
+    series ratio = take(&g, 4, "tuned/default", "#ff7f0e", 0),
+           spread = take(&g, 5, "winner spread %", "#8c564b", 0);
     for (size_t m = i; m < j; m++) {
         const kinfo *k = &v->k[m];
         if (!k->shown) continue;
@@ -454,8 +484,11 @@ static int group_section(FILE *f, const view *v, size_t i, size_t j, int gno) {
         if (k->fam[1] > 0) put(&tf[3], x, k->fam[1]);
         if (k->best->rec.spread >= 0) put(&spread, x, k->best->rec.spread * 100);
     }
-    fprintf(f, "<section class=\"group\" id=\"g%d\" data-gpu=\"%s\" data-dtype=\"%s\" data-hdim=\"%d\" data-causal=\"%d\"><h3>",
-            gno, v->k[i].key.gpu, tt__dtype_name(v->k[i].key.dtype), (int)v->k[i].key.head_dim, (int)v->k[i].key.causal);
+    fprintf(
+        f,
+        "<section class=\"group\" id=\"g%d\" data-gpu=\"%s\" data-dtype=\"%s\" data-hdim=\"%d\" data-causal=\"%d\"><h3>",
+        gno, v->k[i].key.gpu, tt__dtype_name(v->k[i].key.dtype), (int)v->k[i].key.head_dim,
+        (int)v->k[i].key.causal);
     group_title(f, v, &v->k[i].key);
     fputs("</h3>\n", f);
     chart(f, "TFLOP/s of the winner, the built-in default and each family's best", "TFLOP/s", tf, 4);
@@ -463,13 +496,16 @@ static int group_section(FILE *f, const view *v, size_t i, size_t j, int gno) {
     chart(f, "measurement spread of the winner ((p80-p20)/median)", "spread %", &spread, 1);
     fputs("<table class=\"keys\"><tr><th>seqlen_q</th><th>seqlen_k</th><th class=\"l\">revision</th>"
           "<th class=\"l\">winner config</th><th>TFLOP/s</th><th>default TFLOP/s</th><th>tuned/default</th>"
-          "<th>spread %</th><th>measured</th><th>failed</th><th>skipped</th></tr>\n", f);
+          "<th>spread %</th><th>measured</th><th>failed</th><th>skipped</th></tr>\n",
+          f);
     for (size_t m = i; m < j; m++) {
         const kinfo *k = &v->k[m];
         if (!k->best && !k->nfailed && !k->nskipped && !k->nok) continue;
-        fprintf(f, "<tr class=\"key%s\" data-seqlen=\"%lld\" data-shown=\"%d\"><td>%lld</td><td>%lld</td><td class=\"l\"><code>%s</code>%s</td>",
-                k->stale ? " stale" : "", (long long)k->key.seqlen_q, k->shown, (long long)k->key.seqlen_q,
-                (long long)k->key.seqlen_k, k->key.rev, k->stale ? " (stale)" : "");
+        fprintf(
+            f,
+            "<tr class=\"key%s\" data-seqlen=\"%lld\" data-shown=\"%d\"><td>%lld</td><td>%lld</td><td class=\"l\"><code>%s</code>%s</td>",
+            k->stale ? " stale" : "", (long long)k->key.seqlen_q, k->shown, (long long)k->key.seqlen_q,
+            (long long)k->key.seqlen_k, k->key.rev, k->stale ? " (stale)" : "");
         if (k->best) {
             cfg_cell(f, &k->best->rec.config);
             fprintf(f, "<td class=\"tflops\">%.2f</td>", k->best->rec.tflops);
@@ -482,8 +518,8 @@ static int group_section(FILE *f, const view *v, size_t i, size_t j, int gno) {
         else fputs("<td>-</td>", f);
         if (k->best && k->best->rec.spread >= 0) fprintf(f, "<td>%.1f</td>", k->best->rec.spread * 100);
         else fputs("<td>-</td>", f);
-        fprintf(f, "<td>%d</td><td%s>%d</td><td>%d</td></tr>\n", k->nok, k->nfailed ? " class=\"warn\"" : "", k->nfailed,
-                k->nskipped);
+        fprintf(f, "<td>%d</td><td%s>%d</td><td>%d</td></tr>\n", k->nok, k->nfailed ? " class=\"warn\"" : "",
+                k->nfailed, k->nskipped);
     }
     fputs("</table></section>\n", f);
     free(g.x);
@@ -496,10 +532,14 @@ static void failures(FILE *f, const view *v) {
     size_t shown = 0, total = 0;
     for (size_t i = 0; i < v->t->n; i++) {
         const tt_fleet_rec *r = &v->t->recs[i];
-        if (r->kind != TT_FLEET_MEASUREMENT || r->rec.status == TT_MEAS_OK || r->rec.status == TT_MEAS_SKIPPED) continue;
+        if (r->kind != TT_FLEET_MEASUREMENT || r->rec.status == TT_MEAS_OK ||
+            r->rec.status == TT_MEAS_SKIPPED)
+            continue;
         if (!total++)
-            fputs("<h2>Failed variants</h2><table id=\"failed\"><tr><th class=\"l\">key</th><th class=\"l\">config</th>"
-                  "<th class=\"l\">status</th><th class=\"l\">node</th><th class=\"l\">when</th></tr>\n", f);
+            fputs(
+                "<h2>Failed variants</h2><table id=\"failed\"><tr><th class=\"l\">key</th><th class=\"l\">config</th>"
+                "<th class=\"l\">status</th><th class=\"l\">node</th><th class=\"l\">when</th></tr>\n",
+                f);
         if (shown >= 200) continue;
         shown++;
         char key[TT_LINE_MAX], when[64];
@@ -552,11 +592,19 @@ static int changes(FILE *f, const view *a, const view *b) {
     fputs("</b> (A) to <b>", f);
     esc(f, b->t->name);
     fputs("</b> (B): winners compared per key; a revision change alone is not a change of key.</p>\n", f);
-    fputs("<table id=\"changes\"><tr><th class=\"l\">group</th><th>seqlen_q</th><th>seqlen_k</th><th class=\"l\">what</th>"
-          "<th class=\"l\">config A</th><th class=\"l\">config B</th><th>TFLOP/s A</th><th>TFLOP/s B</th><th>change</th></tr>\n", f);
+    fputs(
+        "<table id=\"changes\"><tr><th class=\"l\">group</th><th>seqlen_q</th><th>seqlen_k</th><th class=\"l\">what</th>"
+        "<th class=\"l\">config A</th><th class=\"l\">config B</th><th>TFLOP/s A</th><th>TFLOP/s B</th><th>change</th></tr>\n",
+        f);
     while (i < a->n || j < b->n) {
-        if (i < a->n && !a->k[i].shown) { i++; continue; }
-        if (j < b->n && !b->k[j].shown) { j++; continue; }
+        if (i < a->n && !a->k[i].shown) {
+            i++;
+            continue;
+        }
+        if (j < b->n && !b->k[j].shown) {
+            j++;
+            continue;
+        }
         int c = i >= a->n ? 1 : j >= b->n ? -1 : point_cmp(&a->k[i].key, &b->k[j].key);
         const kinfo *ka = c <= 0 ? &a->k[i] : NULL, *kb = c >= 0 ? &b->k[j] : NULL;
         if (c <= 0) i++;
@@ -583,17 +631,21 @@ static int changes(FILE *f, const view *a, const view *b) {
         fprintf(f, ka && kb && ta > 0 ? "<td>%+.1f%%</td></tr>\n" : "<td>-</td></tr>\n", pct);
     }
     fputs("</table>\n", f);
-    fprintf(f, "<p id=\"change-summary\">%zu keys: %zu same config, %zu config changed, %zu only in A, %zu only in B",
-            same + differ + only_a + only_b, same, differ, only_a, only_b);
+    fprintf(
+        f,
+        "<p id=\"change-summary\">%zu keys: %zu same config, %zu config changed, %zu only in A, %zu only in B",
+        same + differ + only_a + only_b, same, differ, only_a, only_b);
     if (nchg) fprintf(f, "; TFLOP/s median change %+.1f%% over %zu keys", median(chg, nchg), nchg);
     fputs(".</p>\n", f);
     /* per group: A's and B's winners */
     for (size_t gi = 0; gi < b->n;) {
         size_t gj = gi;
         while (gj < b->n && group_cmp(&b->k[gi].key, &b->k[gj].key) == 0) gj++;
-        series s[2] = {{"A", "#7f7f7f", 1, 0, gx, gy}, {"B", "#1f77b4", 0, 0, gx + a->n + b->n + 1, gy + a->n + b->n + 1}};
+        series s[2] = {{"A", "#7f7f7f", 1, 0, gx, gy},
+                       {"B", "#1f77b4", 0, 0, gx + a->n + b->n + 1, gy + a->n + b->n + 1}};
         for (size_t m = 0; m < a->n; m++)
-            if (a->k[m].shown && group_cmp(&a->k[m].key, &b->k[gi].key) == 0) put(&s[0], a->k[m].key.seqlen_q, a->k[m].best->rec.tflops);
+            if (a->k[m].shown && group_cmp(&a->k[m].key, &b->k[gi].key) == 0)
+                put(&s[0], a->k[m].key.seqlen_q, a->k[m].best->rec.tflops);
         for (size_t m = gi; m < gj; m++)
             if (b->k[m].shown) put(&s[1], b->k[m].key.seqlen_q, b->k[m].best->rec.tflops);
         if (s[1].n) {
@@ -620,7 +672,8 @@ int tt_report_write(FILE *out, const tt_report_table *a, const tt_report_table *
     const view *main_view = b ? &vb : &va;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>tiletune report: ", out);
     esc(out, main_view->t->name);
-    fprintf(out, "</title>\n<style>%s</style></head><body>\n<h1>tiletune report</h1>\n<p class=\"note\">", style);
+    fprintf(out, "</title>\n<style>%s</style></head><body>\n<h1>tiletune report</h1>\n<p class=\"note\">",
+            style);
     esc(out, main_view->t->name);
     fprintf(out, " &middot; tiletune %s &middot; one file, nothing fetched.</p>\n", TT_VERSION_STRING);
     if (b && (rc = changes(out, &va, &vb))) goto out;

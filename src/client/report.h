@@ -21,8 +21,8 @@
 #include "tuner/fleet/record.h"
 
 typedef struct tt_report_table {
-    const char *name;          /* shown: a path, or "the node's table" */
-    const tt_fleet_rec *recs;  /* winners and (when present) measurements */
+    const char *name;         /* shown: a path, or "the node's table" */
+    const tt_fleet_rec *recs; /* winners and (when present) measurements */
     size_t n;
     char current_rev[TT_ID_MAX]; /* "": the newest revision in the table */
     char node[TT_NAME_MAX];      /* "" if unknown */

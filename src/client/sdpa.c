@@ -77,14 +77,14 @@ static int choose_splitkv(const tt__splitkv_target *t, const tt_config *given, t
         return 0;
     }
     if (tt__splitkv_default(t->rows_max, key.seqlen_k, key.head_dim, &t->limits, out) < 0)
-        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "no splitkv schedule of head_dim %d fits this device",
-                        (int)key.head_dim);
+        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
+                        "no splitkv schedule of head_dim %d fits this device", (int)key.head_dim);
     if (t->params.block_table) tt__splitkv_default_paged(out);
     return 0;
 }
 
-static int run_splitkv(const tt__splitkv_target *t, const tt_config *given, void *ws, size_t ws_len, void *stream,
-                       size_t *ws_bytes, char *err, size_t errlen) {
+static int run_splitkv(const tt__splitkv_target *t, const tt_config *given, void *ws, size_t ws_len,
+                       void *stream, size_t *ws_bytes, char *err, size_t errlen) {
     tt_config cfg;
     int rc = choose_splitkv(t, given, &cfg, err, errlen);
     if (rc < 0) return rc;

@@ -8,18 +8,16 @@
 #include <string.h>
 
 static const tt__knob knobs[] = {
-#define TT_KNOB(name, macro, min, max, names) \
-    {#name, #macro, min, max, names, offsetof(tt_config, name)},
+#define TT_KNOB(name, macro, min, max, names) {#name, #macro, min, max, names, offsetof(tt_config, name)},
 #include "knobs.def"
 #undef TT_KNOB
 };
 
 /* Every knob is an int32_t field of tt_config and the list fits the struct:
  * a knob added to knobs.def without its field fails to compile here. */
-#define TT_KNOB(name, macro, min, max, names)                                          \
+#define TT_KNOB(name, macro, min, max, names)                                             \
     _Static_assert(sizeof(((tt_config *)0)->name) == sizeof(int32_t), #name " is int32"); \
-    _Static_assert(offsetof(tt_config, name) < offsetof(tt_config, reserved),            \
-                   #name " lies before reserved");
+    _Static_assert(offsetof(tt_config, name) < offsetof(tt_config, reserved), #name " lies before reserved");
 #include "knobs.def"
 #undef TT_KNOB
 _Static_assert(sizeof(knobs) / sizeof(knobs[0]) * sizeof(int32_t) == offsetof(tt_config, reserved),
@@ -97,8 +95,8 @@ int tt__config_check_ranges(const tt_config *cfg, char *err, size_t errlen) {
         int32_t v = tt__knob_get(&knobs[i], cfg);
         if (v < knobs[i].min || v > knobs[i].max) {
             if (err && errlen)
-                snprintf(err, errlen, "%s=%d is out of range %d..%d", knobs[i].name, (int)v,
-                         knobs[i].min, knobs[i].max);
+                snprintf(err, errlen, "%s=%d is out of range %d..%d", knobs[i].name, (int)v, knobs[i].min,
+                         knobs[i].max);
             return TT_ERR_RANGE;
         }
     }
@@ -139,8 +137,9 @@ int tt_config_format(const tt_config *cfg, char *buf, size_t len) {
             s = p;
             n = (size_t)(num + sizeof num - p);
         }
-        if ((used && put(text, cap, &used, ",", 1) < 0) || put(text, cap, &used, k->name, strlen(k->name)) < 0 ||
-            put(text, cap, &used, "=", 1) < 0 || put(text, cap, &used, s, n) < 0)
+        if ((used && put(text, cap, &used, ",", 1) < 0) ||
+            put(text, cap, &used, k->name, strlen(k->name)) < 0 || put(text, cap, &used, "=", 1) < 0 ||
+            put(text, cap, &used, s, n) < 0)
             return TT_ERR_RANGE;
     }
     memcpy(buf, text, used);

@@ -19,9 +19,7 @@ int tt__dtype_parse(const char *s, tt_dtype *out) {
     return 0;
 }
 
-int tt__head_dim_supported(int32_t d) {
-    return d == 32 || d == 64 || d == 96 || d == 128 || d == 256;
-}
+int tt__head_dim_supported(int32_t d) { return d == 32 || d == 64 || d == 96 || d == 128 || d == 256; }
 
 int tt__is_hex_id(const char *s) {
     size_t n = strnlen(s, TT_ID_MAX);
@@ -32,10 +30,10 @@ int tt__is_hex_id(const char *s) {
 }
 
 int tt__key_check(const tt_key_v2 *key, char *err, size_t errlen) {
-#define FAIL(code, ...)                                   \
-    do {                                                  \
+#define FAIL(code, ...)                                        \
+    do {                                                       \
         if (err && errlen) snprintf(err, errlen, __VA_ARGS__); \
-        return code;                                      \
+        return code;                                           \
     } while (0)
     if (!key) FAIL(TT_ERR_INVAL, "no key");
     if (!tt__dtype_name(key->dtype)) FAIL(TT_ERR_UNSUPPORTED, "unsupported dtype %d", (int)key->dtype);

@@ -7,13 +7,13 @@ const char *const tt__pipe_meas_words[] = {
 #define X(e, s) s,
     TT_WIRE_MEAS_STATUSES(X)
 #undef X
-    NULL,
+        NULL,
 };
 const char *const tt__pipe_mode_words[] = {
 #define X(e, s) s,
     TT_WIRE_JOB_MODES(X)
 #undef X
-    NULL,
+        NULL,
 };
 const char *const tt__pipe_done_words[] = {"done", "failed", NULL};
 
@@ -56,10 +56,8 @@ void tt__pipe_init(tt__pipe_msg *m, tt__pipe_kind kind) {
 
 void tt__pipe_set_text(tt__pipe_msg *m, char *slot, size_t cap, uint32_t bit, const char *s) {
     snprintf(slot, cap, "%s", s ? s : "");
-    if (slot[0])
-        m->has |= bit;
-    else
-        m->has &= ~bit;
+    if (slot[0]) m->has |= bit;
+    else m->has &= ~bit;
 }
 
 int tt__pipe_format(const tt__pipe_msg *m, char *buf, size_t len, char *err, size_t errlen) {

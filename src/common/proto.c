@@ -36,9 +36,9 @@ static inline int same(const char *a, const char *b) { return a[0] == b[0] && st
 static int is_key_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
 
 int tt__proto_parse(char *line, size_t len, tt__msg *out, const char **err) {
-#define FAIL(msg)       \
-    do {                \
-        *err = msg;     \
+#define FAIL(msg)            \
+    do {                     \
+        *err = msg;          \
         return TT_ERR_PROTO; \
     } while (0)
     if (len > TT_LINE_MAX) FAIL("request line too long");
@@ -190,9 +190,8 @@ int tt__key_format(const tt_key_v2 *key, char *buf, size_t len) {
     char group[24] = "";
     if (key->group > 1) snprintf(group, sizeof group, " group=%d", (int)key->group);
     int n = snprintf(buf, len, "dtype=%s hdim=%d causal=%d seqlen_q=%lld seqlen_k=%lld%s%s%s%s%s", dt,
-                     (int)key->head_dim, (int)key->causal, (long long)key->seqlen_q,
-                     (long long)key->seqlen_k, group, key->gpu[0] ? " gpu=" : "", key->gpu,
-                     key->rev[0] ? " rev=" : "", key->rev);
+                     (int)key->head_dim, (int)key->causal, (long long)key->seqlen_q, (long long)key->seqlen_k,
+                     group, key->gpu[0] ? " gpu=" : "", key->gpu, key->rev[0] ? " rev=" : "", key->rev);
     if (n < 0 || (size_t)n >= len) return TT_ERR_RANGE;
     return n;
 }
@@ -244,8 +243,8 @@ static int list_items(const tt__fspec *f, const char *s, tt__ints *out, char *er
         if (f->type == TT_FT_DTYPES) {
             tt_dtype t;
             if (tt__dtype_parse(item, &t) < 0)
-                return fail_field(err, errlen, TT_ERR_UNSUPPORTED, "unsupported %s '%s' (fp16 or bf16)", f->name,
-                                  item);
+                return fail_field(err, errlen, TT_ERR_UNSUPPORTED, "unsupported %s '%s' (fp16 or bf16)",
+                                  f->name, item);
             out->v[out->n++] = t;
         } else {
             int rc = tt__parse_i64(item, f->min, f->max, &out->v[out->n]);
@@ -275,13 +274,15 @@ static int decode_one(const tt__fspec *f, const char *v, char *slot, char *err, 
         return 0;
     case TT_FT_HEX:
         if (!tt__is_hex_id(v))
-            return fail_field(err, errlen, TT_ERR_INVAL, "%s '%.40s' must be 1..32 lower-case hex digits", f->name, v);
+            return fail_field(err, errlen, TT_ERR_INVAL, "%s '%.40s' must be 1..32 lower-case hex digits",
+                              f->name, v);
         strcpy(slot, v);
         return 0;
     case TT_FT_DTYPE: {
         tt_dtype t;
         if (tt__dtype_parse(v, &t) < 0)
-            return fail_field(err, errlen, TT_ERR_UNSUPPORTED, "unsupported %s '%.40s' (fp16 or bf16)", f->name, v);
+            return fail_field(err, errlen, TT_ERR_UNSUPPORTED, "unsupported %s '%.40s' (fp16 or bf16)",
+                              f->name, v);
         *(int *)(void *)slot = (int)t;
         return 0;
     }
@@ -536,7 +537,8 @@ void tt__pct_encode(const char *in, char *out, size_t len) {
     if (!len) return;
     for (; *in && o + 4 < len; in++) {
         unsigned char c = (unsigned char)*in;
-        if (c <= ' ' || c == '%' || c == '=' || c >= 0x7f) o += (size_t)snprintf(out + o, len - o, "%%%02X", c);
+        if (c <= ' ' || c == '%' || c == '=' || c >= 0x7f)
+            o += (size_t)snprintf(out + o, len - o, "%%%02X", c);
         else out[o++] = (char)c;
     }
     out[o] = '\0';
@@ -564,10 +566,8 @@ int tt__pct_decode(const char *in, char *out, size_t len) {
      * the export of its records one other nodes refuse: '?' as well. */
     for (size_t k = 0; k < o;) {
         size_t n = utf8_len((const unsigned char *)out + k, o - k);
-        if (n == 0)
-            out[k++] = '?';
-        else
-            k += n;
+        if (n == 0) out[k++] = '?';
+        else k += n;
     }
     return rc;
 }

@@ -73,7 +73,7 @@ typedef struct tt__fspec {
     int64_t min, max, def;
     const char *const *words; /* TT_FT_WORD (NULL-terminated); TT_FT_ENUM: words[0] names the set */
     int (*parse)(const char *s, int *out); /* TT_FT_ENUM */
-    size_t off;               /* offsetof the value in the request struct */
+    size_t off;                            /* offsetof the value in the request struct */
 } tt__fspec;
 
 /* Field `i` of the table was present: bit i of the mask. */

@@ -88,8 +88,8 @@ enum {
 
 /* The verb of an upper-case wire word, or TT_VERB_OTHER. */
 tt_verb tt__verb_find(const char *s);
-const char *tt__verb_name(tt_verb v);  /* lower case: "lookup"; "other" */
-const char *tt__errc_name(tt_errc e);  /* the wire word: "range" */
+const char *tt__verb_name(tt_verb v); /* lower case: "lookup"; "other" */
+const char *tt__errc_name(tt_errc e); /* the wire word: "range" */
 /* The wire code for a negative TT_ERR_* status of a handler. */
 tt_errc tt__errc_from_status(int status);
 /* The TT_ERR_* status a client reports for a code word (TT_ERR_REMOTE for

@@ -64,8 +64,8 @@ static int check_dir(const char *path, char *err, size_t errlen) {
         return tt__fail(TT_ERR_IO, err, errlen, "cache directory %s: %s", path, strerror(errno));
     if (st.st_uid != me)
         return tt__fail(TT_ERR_PERM, err, errlen,
-                        "cache directory %s belongs to uid %d, not to this process's uid %d: not trusted", path,
-                        (int)st.st_uid, (int)me);
+                        "cache directory %s belongs to uid %d, not to this process's uid %d: not trusted",
+                        path, (int)st.st_uid, (int)me);
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *slash = strrchr(buf, '/'); slash; slash = strrchr(buf, '/')) {
@@ -76,21 +76,23 @@ static int check_dir(const char *path, char *err, size_t errlen) {
             return tt__fail(TT_ERR_IO, err, errlen, "cache directory's parent %s: %s", buf, strerror(errno));
         if (a.st_uid != 0 && a.st_uid != me)
             return tt__fail(TT_ERR_PERM, err, errlen,
-                            "cache directory %s lies under %s, which belongs to uid %d: not trusted", path, buf,
-                            (int)a.st_uid);
+                            "cache directory %s lies under %s, which belongs to uid %d: not trusted", path,
+                            buf, (int)a.st_uid);
         if ((a.st_mode & (S_IWGRP | S_IWOTH)) && !(a.st_mode & S_ISVTX))
-            return tt__fail(TT_ERR_PERM, err, errlen,
-                            "cache directory %s lies under %s, which others may write (mode %03o): not trusted",
-                            path, buf, (unsigned)(a.st_mode & 0777));
+            return tt__fail(
+                TT_ERR_PERM, err, errlen,
+                "cache directory %s lies under %s, which others may write (mode %03o): not trusted", path,
+                buf, (unsigned)(a.st_mode & 0777));
         if (slash == buf) break;
     }
     if (st.st_mode & (S_IWGRP | S_IWOTH)) {
         mode_t fixed = st.st_mode & 07755 & ~(mode_t)(S_IWGRP | S_IWOTH);
         if (chmod(path, fixed) < 0)
-            return tt__fail(TT_ERR_PERM, err, errlen, "cache directory %s is writable by others (mode %03o): %s",
-                            path, (unsigned)(st.st_mode & 0777), strerror(errno));
-        tt__fail(0, err, errlen, "warning: cache directory %s was writable by others (mode %03o); now %03o", path,
-                 (unsigned)(st.st_mode & 0777), (unsigned)(fixed & 0777));
+            return tt__fail(TT_ERR_PERM, err, errlen,
+                            "cache directory %s is writable by others (mode %03o): %s", path,
+                            (unsigned)(st.st_mode & 0777), strerror(errno));
+        tt__fail(0, err, errlen, "warning: cache directory %s was writable by others (mode %03o); now %03o",
+                 path, (unsigned)(st.st_mode & 0777), (unsigned)(fixed & 0777));
     }
     return 0;
 }
@@ -105,7 +107,9 @@ int tt__cubin_cache_dir(const char *dir, char *out, size_t outlen, char *err, si
     else if (env && *env) w = snprintf(path, sizeof path, "%s", env);
     else if (xdg && *xdg == '/') w = snprintf(path, sizeof path, "%s/tiletune", xdg);
     else if (home && *home) w = snprintf(path, sizeof path, "%s/.cache/tiletune", home);
-    else return tt__fail(TT_ERR_IO, err, errlen, "no cache directory: set $%s or $HOME", TT_CUBIN_CACHE_DIR_ENV);
+    else
+        return tt__fail(TT_ERR_IO, err, errlen, "no cache directory: set $%s or $HOME",
+                        TT_CUBIN_CACHE_DIR_ENV);
     if (w < 0 || (size_t)w >= sizeof path || (size_t)w >= outlen)
         return tt__fail(TT_ERR_RANGE, err, errlen, "cache directory path too long");
     errno = 0;
@@ -123,8 +127,7 @@ int tt__cubin_cache_path(const char *dir, const char *key, char *out, size_t out
     return (w < 0 || (size_t)w >= outlen) ? TT_ERR_RANGE : 0;
 }
 
-static uint64_t entry_checksum(const char *ident, size_t ident_len, const void *payload,
-                               size_t len) {
+static uint64_t entry_checksum(const char *ident, size_t ident_len, const void *payload, size_t len) {
     uint64_t h = tt__hash_update(TT_HASH_INIT, ident, ident_len);
     return tt__hash_update(h, payload, len);
 }
@@ -153,8 +156,7 @@ static int write_all(int fd, const void *buf, size_t n) {
     return 0;
 }
 
-int tt__cubin_cache_get(const char *dir, const char *key, const char *ident, void **payload,
-                  size_t *len) {
+int tt__cubin_cache_get(const char *dir, const char *key, const char *ident, void **payload, size_t *len) {
     char path[4200];
     if (tt__cubin_cache_path(dir, key, path, sizeof path) < 0) return TT_ERR_RANGE;
     /* O_NONBLOCK: a FIFO at the entry's path must not block the open (a
@@ -203,8 +205,8 @@ done:
     return rc;
 }
 
-int tt__cubin_cache_put(const char *dir, const char *key, const char *ident, const void *payload,
-                  size_t len, char *err, size_t errlen) {
+int tt__cubin_cache_put(const char *dir, const char *key, const char *ident, const void *payload, size_t len,
+                        char *err, size_t errlen) {
     char path[4200], tmp[4300];
     if (tt__cubin_cache_path(dir, key, path, sizeof path) < 0)
         return tt__fail(TT_ERR_RANGE, err, errlen, "cache path too long");

@@ -37,13 +37,12 @@ int tt__cubin_cache_dir(const char *dir, char *out, size_t outlen, char *err, si
  * an entry that failed a check (including: a symlink, not owned by this
  * uid, writable by group or others); that entry has been removed.
  */
-int tt__cubin_cache_get(const char *dir, const char *key, const char *ident, void **payload,
-                  size_t *len);
+int tt__cubin_cache_get(const char *dir, const char *key, const char *ident, void **payload, size_t *len);
 
 /* Writes the entry atomically. TT_ERR_IO with a message on failure (the
  * cache is then simply not used for this entry). */
-int tt__cubin_cache_put(const char *dir, const char *key, const char *ident, const void *payload,
-                  size_t len, char *err, size_t errlen);
+int tt__cubin_cache_put(const char *dir, const char *key, const char *ident, const void *payload, size_t len,
+                        char *err, size_t errlen);
 
 /* The path of an entry (tests corrupt entries through it). */
 int tt__cubin_cache_path(const char *dir, const char *key, char *out, size_t outlen);

@@ -42,8 +42,7 @@ static const char *str_at(const unsigned char *b, const section *st, uint64_t of
 
 int tt__cubin_elf_report(const void *cubin, size_t len, const char *entry, tt__report *r) {
     const unsigned char *b = cubin;
-    if (!b || len < 64 || memcmp(b, "\177ELF", 4) != 0 || b[4] != 2 /* ELFCLASS64 */)
-        return TT_ERR_CORRUPT;
+    if (!b || len < 64 || memcmp(b, "\177ELF", 4) != 0 || b[4] != 2 /* ELFCLASS64 */) return TT_ERR_CORRUPT;
     uint64_t shoff = u64(b + 0x28);
     uint16_t shentsize = u16(b + 0x3a), shnum = u16(b + 0x3c), shstrndx = u16(b + 0x3e);
     section shstr, s;

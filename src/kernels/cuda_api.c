@@ -32,12 +32,12 @@ static int load_sym(void *h, const char *lib, const char *sym, void *slot, char 
 }
 
 /* The symbol name is given explicitly because some are versioned (_v2). */
-#define LOAD(field, sym)                                                            \
-    do {                                                                            \
-        if (load_sym(h, lib, sym, &t->field, msg, sizeof msg) < 0) {                \
-            rc = TT_ERR_CUDA;                                                       \
-            goto fail;                                                              \
-        }                                                                           \
+#define LOAD(field, sym)                                             \
+    do {                                                             \
+        if (load_sym(h, lib, sym, &t->field, msg, sizeof msg) < 0) { \
+            rc = TT_ERR_CUDA;                                        \
+            goto fail;                                               \
+        }                                                            \
     } while (0)
 
 static void cuda_load_once(void) {
@@ -140,12 +140,10 @@ int tt__cuda_fail(const tt__cuda *cu, CUresult r, const char *where, char *err, 
         cu->GetErrorName(r, &name);
         cu->GetErrorString(r, &text);
     }
-    int code = (r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_NOT_INITIALIZED ||
-                r == CUDA_ERROR_DEINITIALIZED)
+    int code = (r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED)
                    ? TT_ERR_NOGPU
                    : TT_ERR_CUDA;
-    return tt__fail(code, err, errlen, "%s: %s (%s)", where, name ? name : "CUDA error",
-                    text ? text : "?");
+    return tt__fail(code, err, errlen, "%s: %s (%s)", where, name ? name : "CUDA error", text ? text : "?");
 }
 
 /* ---- NVRTC ---------------------------------------------------------------- */
@@ -189,12 +187,12 @@ static void nvrtc_load_once(void) {
         snprintf(msg, sizeof msg, "%s: nvrtcVersion failed", lib);
         goto fail;
     }
-#define NLOAD(field, sym)                                                           \
-    do {                                                                            \
-        if (load_sym(h, lib, sym, &t->field, msg, sizeof msg) < 0) {                \
-            rc = TT_ERR_COMPILE;                                                    \
-            goto fail;                                                              \
-        }                                                                           \
+#define NLOAD(field, sym)                                            \
+    do {                                                             \
+        if (load_sym(h, lib, sym, &t->field, msg, sizeof msg) < 0) { \
+            rc = TT_ERR_COMPILE;                                     \
+            goto fail;                                               \
+        }                                                            \
     } while (0)
     NLOAD(GetErrorString, "nvrtcGetErrorString");
     NLOAD(CreateProgram, "nvrtcCreateProgram");

@@ -43,8 +43,8 @@ typedef struct tt__cuda {
     CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
     CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int);
     CUresult (*FuncGetAttribute)(int *, CUfunction_attribute, CUfunction);
-    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, CUstream, void **, void **);
+    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void **, void **);
     CUresult (*MemAlloc)(CUdeviceptr *, size_t);
     CUresult (*MemFree)(CUdeviceptr);
     CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
@@ -67,18 +67,18 @@ typedef struct tt__cuda {
     CUresult (*EventQuery)(CUevent);
     CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
     /* family ws: its Q/K/V/O tensor maps (CUDA 12.0+ drivers) */
-    CUresult (*TensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
-                                     CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
-                                     CUtensorMapFloatOOBfill);
+    CUresult (*TensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                     const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                     const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                     CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 } tt__cuda;
 
 typedef struct tt__nvrtc {
     int major, minor; /* nvrtcVersion: part of every cubin cache key */
     char path[256];   /* the library that was opened, for messages */
     const char *(*GetErrorString)(nvrtcResult);
-    nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int,
-                                 const char *const *, const char *const *);
+    nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int, const char *const *,
+                                 const char *const *);
     nvrtcResult (*DestroyProgram)(nvrtcProgram *);
     nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char *const *);
     nvrtcResult (*GetProgramLogSize)(nvrtcProgram, size_t *);
@@ -100,6 +100,5 @@ int tt__nvrtc_get(const tt__nvrtc **out, char *err, size_t errlen);
 /* Writes "where: CUDA_ERROR_X (text)" into err and returns TT_ERR_CUDA,
  * or TT_ERR_NOGPU for the driver's no-device / not-initialized codes. */
 int tt__cuda_fail(const tt__cuda *cu, CUresult r, const char *where, char *err, size_t errlen);
-
 
 #endif

@@ -29,8 +29,8 @@ int tt__family_check_arch(const tt__family *f, int32_t arch, char *err, size_t e
     if (f->arch_min == f->arch_max)
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "sm_%d: the %s kernel runs on sm_%d only", (int)arch,
                         f->name, (int)f->arch_min);
-    return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "sm_%d: the %s kernel needs sm_%d to sm_%d", (int)arch, f->name,
-                    (int)f->arch_min, (int)f->arch_max);
+    return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "sm_%d: the %s kernel needs sm_%d to sm_%d", (int)arch,
+                    f->name, (int)f->arch_min, (int)f->arch_max);
 }
 
 int tt__config_default_arch(const tt_key_v2 *key, int32_t arch, tt_config *out) {

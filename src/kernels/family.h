@@ -72,20 +72,20 @@ typedef struct tt__launch_extra {
 } tt__launch_extra;
 
 typedef struct tt__family {
-    int32_t id;                   /* its value of the `family` knob */
-    const char *name;             /* knobs.def's name for that value */
-    int32_t arch_min, arch_max;   /* compute capabilities it runs on */
-    const char *arch_suffix;      /* NVRTC target suffix: "a" for sm_90a features, else "" */
+    int32_t id;                 /* its value of the `family` knob */
+    const char *name;           /* knobs.def's name for that value */
+    int32_t arch_min, arch_max; /* compute capabilities it runs on */
+    const char *arch_suffix;    /* NVRTC target suffix: "a" for sm_90a features, else "" */
     /* Its device files: [0] the mainloop (TT_MAINLOOP: it defines
      * tt_sdpa_fwd_kernel, over skeleton.cuh, which it includes, or over a
      * contract of its own), then headers it includes; a NULL name ends
      * the list. */
     tt__device_file files[TT__FAMILY_FILES_MAX];
-    uint32_t reads;               /* TT__KNOB_BIT of each knob its code reads */
-    tt_config pinned;             /* the value of each knob it does not read */
-    tt__family_space space;       /* the tuned values of each knob it reads */
-    int32_t stages_min;           /* the fewest stages it takes: no choice, never pruned by seqlen */
-    int32_t causal_max;           /* the masks its mainloop has: 1 top-left, 2 bottom-right too */
+    uint32_t reads;         /* TT__KNOB_BIT of each knob its code reads */
+    tt_config pinned;       /* the value of each knob it does not read */
+    tt__family_space space; /* the tuned values of each knob it reads */
+    int32_t stages_min;     /* the fewest stages it takes: no choice, never pruned by seqlen */
+    int32_t causal_max;     /* the masks its mainloop has: 1 top-left, 2 bottom-right too */
     /* Its shape rules for `c` at `head_dim` (pinned knobs, registers and
      * the device are checked by tt__variant_check): 0 or TT_ERR_INVAL. */
     int (*check)(const tt_config *c, int32_t head_dim, char *err, size_t errlen);
@@ -97,7 +97,7 @@ typedef struct tt__family {
     int32_t (*register_budget)(const tt_config *c);
     int64_t (*smem_bytes)(const tt_config *c, int32_t head_dim); /* dynamic, per CTA */
     int32_t (*threads)(const tt_config *c);                      /* per CTA */
-    tt__family_defaults defaults[2]; /* arch 0 or 0-terminated */
+    tt__family_defaults defaults[2];                             /* arch 0 or 0-terminated */
     /* Launch specifics, NULL for the plain launch (the parameter struct
      * alone, grid (ceil(seqlen_q / block_m), heads_q, batch)): called in
      * the kernel's context, fills `x`; 0 or a negative code with a
@@ -128,7 +128,8 @@ typedef struct tt__family {
      * kernel after the main one; launch_extra's one launch cannot say
      * that. Runs `p` with `k` on `stream` in k's context (pushed by the
      * caller); 0 or a negative code with a message. */
-    int (*launch)(const struct tt__kernel *k, const tt_sdpa_params *p, void *stream, char *err, size_t errlen);
+    int (*launch)(const struct tt__kernel *k, const tt_sdpa_params *p, void *stream, char *err,
+                  size_t errlen);
 } tt__family;
 
 /* The table, indexed by family id (tt__families[i]->id == i). */

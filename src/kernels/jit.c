@@ -55,18 +55,19 @@ static int check_variant(const tt__variant *v, char *err, size_t errlen) {
 #else
     if (v->fault != TT_FAULT_NONE)
 #endif
-        return tt__fail(TT_ERR_INVAL, err, errlen, "fault injection %d is not available in this build", (int)v->fault);
+        return tt__fail(TT_ERR_INVAL, err, errlen, "fault injection %d is not available in this build",
+                        (int)v->fault);
     return 0;
 }
 
 int tt__jit_macros(const tt__variant *v, char *buf, size_t len) {
     size_t used = 0;
     int w;
-#define APPEND(...)                                                                  \
-    do {                                                                             \
-        w = snprintf(buf + used, len > used ? len - used : 0, __VA_ARGS__);          \
-        if (w < 0) return TT_ERR_RANGE;                                              \
-        used += (size_t)w;                                                           \
+#define APPEND(...)                                                         \
+    do {                                                                    \
+        w = snprintf(buf + used, len > used ? len - used : 0, __VA_ARGS__); \
+        if (w < 0) return TT_ERR_RANGE;                                     \
+        used += (size_t)w;                                                  \
     } while (0)
     const tt__family *f = tt__family_of(v->config.family);
     for (int i = 0; i < tt__knob_count(); i++) {
@@ -170,9 +171,8 @@ static int split_flags(char *line, const char **flags, int n, int max) {
     return n;
 }
 
-static int nvrtc_compile(const tt__nvrtc *nv, const tt__source *src, const tt__variant *v,
-                         const char *macros, void **cubin, size_t *cubin_len, tt__report *rep,
-                         char *err, size_t errlen) {
+static int nvrtc_compile(const tt__nvrtc *nv, const tt__source *src, const tt__variant *v, const char *macros,
+                         void **cubin, size_t *cubin_len, tt__report *rep, char *err, size_t errlen) {
     char arch[32], inc[4200], line[1024];
     const char *flags[MAX_FLAGS];
     int n = 0;
@@ -218,8 +218,8 @@ static int nvrtc_compile(const tt__nvrtc *nv, const tt__source *src, const tt__v
     if (log_len && nv->GetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = '\0';
     log[log_len] = '\0';
     if (cr != NVRTC_SUCCESS) {
-        rc = tt__fail(TT_ERR_COMPILE, err, errlen, "%s (sm_%d %s): %s", nv->GetErrorString(cr),
-                      (int)v->arch, macros, log);
+        rc = tt__fail(TT_ERR_COMPILE, err, errlen, "%s (sm_%d %s): %s", nv->GetErrorString(cr), (int)v->arch,
+                      macros, log);
         goto done;
     }
     /* On the H200 machine NVRTC 13.0 now and then returned an empty log for
@@ -241,7 +241,8 @@ static int nvrtc_compile(const tt__nvrtc *nv, const tt__source *src, const tt__v
         rc = tt__fail(TT_ERR_COMPILE, err, errlen, "nvrtcGetCUBIN failed");
         goto done;
     }
-    if (!from_log && tt__cubin_elf_report(buf + REPORT_WORDS * sizeof(int32_t), len, TT_SDPA_ENTRY, rep) < 0) {
+    if (!from_log &&
+        tt__cubin_elf_report(buf + REPORT_WORDS * sizeof(int32_t), len, TT_SDPA_ENTRY, rep) < 0) {
         free(buf);
         rc = tt__fail(TT_ERR_COMPILE, err, errlen,
                       "no ptxas report for %s, neither in the compile log nor in the cubin (sm_%d %s): %s",
@@ -271,8 +272,8 @@ int tt__jit_compile(const tt__jit_opts *opts, const tt__variant *v, tt__cubin **
     char macros[512], ident[1024];
     if (tt__jit_macros(v, macros, sizeof macros) < 0)
         return tt__fail(TT_ERR_RANGE, err, errlen, "compile flags too long");
-    snprintf(ident, sizeof ident, "%s rev=%s nvrtc=%d.%d arch=sm_%d %s", JIT_FORMAT, src->rev,
-             nv->major, nv->minor, (int)v->arch, macros);
+    snprintf(ident, sizeof ident, "%s rev=%s nvrtc=%d.%d arch=sm_%d %s", JIT_FORMAT, src->rev, nv->major,
+             nv->minor, (int)v->arch, macros);
     uint64_t h = tt__hash_update(TT_HASH_INIT, src->text, src->len);
     const tt__source_header *hd;
     size_t nh = tt__source_headers(&hd);

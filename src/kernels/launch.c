@@ -78,8 +78,8 @@ int tt__device_limits_of(CUcontext ctx, tt__device_limits *out, char *err, size_
 
 /* ---- modules ------------------------------------------------------------------- */
 
-int tt__kernel_load(CUcontext ctx, const tt__cubin *cubin, const tt__variant *v, tt__kernel **out,
-                    char *err, size_t errlen) {
+int tt__kernel_load(CUcontext ctx, const tt__cubin *cubin, const tt__variant *v, tt__kernel **out, char *err,
+                    size_t errlen) {
     const tt__cuda *cu;
     int rc = tt__cuda_get(&cu, err, errlen);
     if (rc < 0) return rc;
@@ -165,13 +165,12 @@ static size_t cache_hash(CUcontext ctx, const tt__variant *v) {
 
 static tt__kernel *cache_find(CUcontext ctx, const char *rev, const tt__variant *v) {
     for (cached_kernel *c = cache_bucket[cache_hash(ctx, v)]; c; c = c->next)
-        if (c->ctx == ctx && memcmp(&c->variant, v, sizeof *v) == 0 && strcmp(c->rev, rev) == 0)
-            return c->k;
+        if (c->ctx == ctx && memcmp(&c->variant, v, sizeof *v) == 0 && strcmp(c->rev, rev) == 0) return c->k;
     return NULL;
 }
 
-int tt__kernel_get(CUcontext ctx, const tt__jit_opts *jo, const tt__variant *v,
-                   const tt__kernel **out, char *err, size_t errlen) {
+int tt__kernel_get(CUcontext ctx, const tt__jit_opts *jo, const tt__variant *v, const tt__kernel **out,
+                   char *err, size_t errlen) {
     const tt__source *src = jo ? jo->source : NULL;
     int rc;
     if (!src && (rc = tt__source_default(&src, err, errlen)) < 0) return rc;
@@ -240,9 +239,10 @@ int tt__check_strides(const char *name, const int64_t s[3], char *err, size_t er
         /* 16-byte cp.async of every row needs each row to start 16-byte
          * aligned: 8 two-byte elements */
         if (s[i] % 8 != 0)
-            return tt__fail(TT_ERR_INVAL, err, errlen,
-                            "%s %s stride %lld is not a multiple of 8 elements (rows must start 16-byte aligned)",
-                            name, dim[i], (long long)s[i]);
+            return tt__fail(
+                TT_ERR_INVAL, err, errlen,
+                "%s %s stride %lld is not a multiple of 8 elements (rows must start 16-byte aligned)", name,
+                dim[i], (long long)s[i]);
     }
     return 0;
 }
@@ -276,13 +276,12 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
     } ptrs[4] = {{"q", a->q}, {"k", a->k}, {"v", a->v}, {"o", a->o}};
     for (int i = 0; i < 4; i++) {
         if (!ptrs[i].ptr) FAIL(TT_ERR_INVAL, "%s is NULL", ptrs[i].name);
-        if ((uintptr_t)ptrs[i].ptr % 16 != 0)
-            FAIL(TT_ERR_INVAL, "%s is not 16-byte aligned", ptrs[i].name);
+        if ((uintptr_t)ptrs[i].ptr % 16 != 0) FAIL(TT_ERR_INVAL, "%s is not 16-byte aligned", ptrs[i].name);
     }
     if (a->lse && (uintptr_t)a->lse % 4 != 0) FAIL(TT_ERR_INVAL, "lse is not 4-byte aligned");
     if (!tt__dtype_name((tt_dtype)a->dtype))
-        FAIL(TT_ERR_UNSUPPORTED, "dtype %d is not fp16 (%d) or bf16 (%d)", (int)a->dtype,
-             TT_DTYPE_FP16, TT_DTYPE_BF16);
+        FAIL(TT_ERR_UNSUPPORTED, "dtype %d is not fp16 (%d) or bf16 (%d)", (int)a->dtype, TT_DTYPE_FP16,
+             TT_DTYPE_BF16);
     /* both bounds: a negative int64 can truncate to a supported int32 */
     if (a->head_dim < 1 || a->head_dim > INT32_MAX || !tt__head_dim_supported((int32_t)a->head_dim))
         FAIL(TT_ERR_UNSUPPORTED, "head_dim %lld is not supported (32, 64, 96, 128 or 256)",
@@ -296,7 +295,8 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
                   {"seqlen_q", a->seqlen_q, INT32_MAX},
                   {"seqlen_k", a->seqlen_k, INT32_MAX}};
     for (int i = 0; i < 5; i++) {
-        if (sizes[i].v < 1) FAIL(TT_ERR_INVAL, "%s is %lld, must be >= 1", sizes[i].name, (long long)sizes[i].v);
+        if (sizes[i].v < 1)
+            FAIL(TT_ERR_INVAL, "%s is %lld, must be >= 1", sizes[i].name, (long long)sizes[i].v);
         if (sizes[i].v > sizes[i].max)
             FAIL(TT_ERR_RANGE, "%s %lld is over the limit %lld", sizes[i].name, (long long)sizes[i].v,
                  (long long)sizes[i].max);
@@ -305,7 +305,8 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
         FAIL(TT_ERR_INVAL, "heads_q %lld is not a multiple of heads_kv %lld", (long long)a->heads_q,
              (long long)a->heads_kv);
     if (a->causal < 0 || a->causal > 2)
-        FAIL(TT_ERR_INVAL, "causal is %d, must be 0 (none), 1 (top-left) or 2 (bottom-right)", (int)a->causal);
+        FAIL(TT_ERR_INVAL, "causal is %d, must be 0 (none), 1 (top-left) or 2 (bottom-right)",
+             (int)a->causal);
     /* the kernel takes the row max of raw scores and scales afterwards,
      * which is only right for a positive scale */
     if (!isfinite(a->scale) || a->scale < 0)
@@ -316,7 +317,9 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
         (rc = tt__check_strides("v", a->v_stride, err, errlen)) < 0 ||
         (rc = tt__check_strides("o", a->o_stride, err, errlen)) < 0)
         return rc;
-    if (a->o_stride[2] < a->head_dim) FAIL(TT_ERR_INVAL, "o row stride %lld is less than head_dim: output rows overlap", (long long)a->o_stride[2]);
+    if (a->o_stride[2] < a->head_dim)
+        FAIL(TT_ERR_INVAL, "o row stride %lld is less than head_dim: output rows overlap",
+             (long long)a->o_stride[2]);
     if (a->lse_stride[0] < 0 || a->lse_stride[1] < 0) FAIL(TT_ERR_INVAL, "lse strides are negative");
     const int packed_lse = a->lse_stride[0] == 0 && a->lse_stride[1] == 0;
     /* A stride of 0 over more than one batch or head (an expanded tensor):
@@ -336,11 +339,16 @@ int tt__sdpa_params_from_args(const tt_sdpa_args *a, tt_sdpa_params *p, char *er
     }
     const int64_t lse_s[3] = {packed_lse ? a->heads_q * a->seqlen_q : a->lse_stride[0],
                               packed_lse ? a->seqlen_q : a->lse_stride[1], 1};
-    if ((rc = tt__check_extent("q", a->q, a->q_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
-        (rc = tt__check_extent("k", a->k, a->k_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2, err, errlen)) < 0 ||
-        (rc = tt__check_extent("v", a->v, a->v_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2, err, errlen)) < 0 ||
-        (rc = tt__check_extent("o", a->o, a->o_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
-        (a->lse && (rc = tt__check_extent("lse", a->lse, lse_s, a->batch, a->heads_q, a->seqlen_q, 1, 4, err, errlen)) < 0))
+    if ((rc = tt__check_extent("q", a->q, a->q_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err,
+                               errlen)) < 0 ||
+        (rc = tt__check_extent("k", a->k, a->k_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2,
+                               err, errlen)) < 0 ||
+        (rc = tt__check_extent("v", a->v, a->v_stride, a->batch, a->heads_kv, a->seqlen_k, a->head_dim, 2,
+                               err, errlen)) < 0 ||
+        (rc = tt__check_extent("o", a->o, a->o_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err,
+                               errlen)) < 0 ||
+        (a->lse && (rc = tt__check_extent("lse", a->lse, lse_s, a->batch, a->heads_q, a->seqlen_q, 1, 4, err,
+                                          errlen)) < 0))
         return rc;
     if (a->config) {
         char msg[200];
@@ -381,7 +389,8 @@ int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream str
     tt__launch_extra x;
     x.n = 0;
     /* in int64: seqlen_q may be INT32_MAX, and the rounding sum must not wrap */
-    x.grid[0] = (unsigned)(((int64_t)p->seqlen_q + k->variant.config.block_m - 1) / k->variant.config.block_m);
+    x.grid[0] =
+        (unsigned)(((int64_t)p->seqlen_q + k->variant.config.block_m - 1) / k->variant.config.block_m);
     x.grid[1] = (unsigned)p->heads_q;
     x.grid[2] = (unsigned)p->batch;
     void *params[1 + TT__LAUNCH_EXTRA_MAX] = {(void *)p};
@@ -398,8 +407,8 @@ int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream str
         return rc;
     }
     for (int i = 0; i < x.n && i < TT__LAUNCH_EXTRA_MAX; i++) params[1 + i] = x.params[i];
-    r = cu->LaunchKernel(k->fn, x.grid[0], x.grid[1], x.grid[2], (unsigned)k->threads, 1, 1, (unsigned)k->smem,
-                         stream, params, NULL);
+    r = cu->LaunchKernel(k->fn, x.grid[0], x.grid[1], x.grid[2], (unsigned)k->threads, 1, 1,
+                         (unsigned)k->smem, stream, params, NULL);
     cu->CtxPopCurrent(&popped);
     if (r) return tt__cuda_fail(cu, r, "cuLaunchKernel", err, errlen);
     return 0;
@@ -415,8 +424,8 @@ static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext primary_ctx[MAX_DEVICES];
 static tt__device_limits primary_limits[MAX_DEVICES];
 
-int tt__context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__device_limits *lim,
-                    char *err, size_t errlen) {
+int tt__context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__device_limits *lim, char *err,
+                    size_t errlen) {
     if (ordinal < 0 || ordinal >= MAX_DEVICES || ordinal >= cu->device_count)
         return tt__fail(TT_ERR_NOGPU, err, errlen, "device %d is out of range", ordinal);
     CUdevice dev;
@@ -441,10 +450,11 @@ int tt__context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__device_
     return 0;
 }
 
-int tt__device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr, int *ordinal,
-                          char *err, size_t errlen) {
+int tt__device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr, int *ordinal, char *err,
+                          size_t errlen) {
     int ord = -1;
-    CUresult r = cu->PointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(uintptr_t)ptr);
+    CUresult r =
+        cu->PointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(uintptr_t)ptr);
     if (r != CUDA_SUCCESS || ord < 0)
         return tt__fail(TT_ERR_INVAL, err, errlen, "%s is not CUDA device memory", name);
     *ordinal = ord;
@@ -526,14 +536,16 @@ int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_co
          * family serves the call rather than a refusal */
         tt_key_v2 key;
         tt__sdpa_key_of(a, &key);
-        if (tt__sdpa_device_default(&key, &t->limits, &fallback, NULL, 0) < 0 || fallback.family == cfg->family)
+        if (tt__sdpa_device_default(&key, &t->limits, &fallback, NULL, 0) < 0 ||
+            fallback.family == cfg->family)
             if ((t->limits.arch != 90 || tt__config_default_sm90_alt(&key, cfg->family, &fallback) < 0) &&
                 (rc = tt_config_default_v2(&key, &fallback)) < 0)
                 return tt__fail(rc, err, errlen, "no schedule of another family for these strides");
         cfg = &fallback;
     }
     if ((rc = tt__variant_check(cfg, (int32_t)a->head_dim, &t->limits, msg, sizeof msg)) < 0)
-        return tt__fail(rc, err, errlen, "config invalid on this device (sm_%d): %s", (int)t->limits.arch, msg);
+        return tt__fail(rc, err, errlen, "config invalid on this device (sm_%d): %s", (int)t->limits.arch,
+                        msg);
     tt__variant v;
     memset(&v, 0, sizeof v);
     v.config = *cfg;
@@ -544,7 +556,8 @@ int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_co
     const tt__kernel *k;
     if ((rc = tt__kernel_get(t->ctx, NULL, &v, &k, err, errlen)) < 0) return rc;
     if ((long)k->report.static_smem + k->smem > t->limits.smem_optin)
-        return tt__fail(TT_ERR_RANGE, err, errlen, "variant needs %ld bytes of shared memory, the device allows %d",
+        return tt__fail(TT_ERR_RANGE, err, errlen,
+                        "variant needs %ld bytes of shared memory, the device allows %d",
                         (long)k->report.static_smem + k->smem, (int)t->limits.smem_optin);
     return tt__kernel_launch(k, &t->params, (CUstream)a->stream, err, errlen);
 }
@@ -558,8 +571,8 @@ static int limits_of(int device, tt__device_limits *lim, char *err, size_t errle
     return tt__context_for(cu, device, &ctx, lim, err, errlen);
 }
 
-int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap, size_t *count,
-                     char *err, size_t errlen) {
+int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap, size_t *count, char *err,
+                     size_t errlen) {
     if (!key || !count || (cap && !out)) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
     tt__device_limits lim;
     int rc = limits_of(device, &lim, err, errlen);
@@ -583,7 +596,8 @@ int tt_sdpa_default_config(const tt_key *key, int device, tt_config *out, char *
 int tt_sdpa_default_config_v2(const tt_key_v2 *key, int device, tt_config *out, char *err, size_t errlen) {
     if (!key || !out) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
     if (key->group < 0 || key->group > TT_GROUP_MAX)
-        return tt__fail(TT_ERR_RANGE, err, errlen, "group %d out of range 0..%d", (int)key->group, TT_GROUP_MAX);
+        return tt__fail(TT_ERR_RANGE, err, errlen, "group %d out of range 0..%d", (int)key->group,
+                        TT_GROUP_MAX);
     if (!tt__head_dim_supported(key->head_dim))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)key->head_dim);
     if (!tt__dtype_name(key->dtype))

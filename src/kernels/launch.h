@@ -50,15 +50,15 @@ typedef struct tt__kernel {
     tt__variant variant;
     CUfunction fn2; /* the family's second entry (tt__family.entry2), else NULL */
     tt__report report;
-    int smem;    /* dynamic shared memory per CTA, bytes */
-    int threads; /* per CTA */
+    int smem;                 /* dynamic shared memory per CTA, bytes */
+    int threads;              /* per CTA */
     tt__device_limits limits; /* of ctx's device: a family's own launch sizes its grid by them */
 } tt__kernel;
 
 /* Loads `cubin` (compiled for `v`) into `ctx` and raises the function's
  * dynamic shared-memory limit. The caller owns *out (tt__kernel_unload). */
-int tt__kernel_load(CUcontext ctx, const tt__cubin *cubin, const tt__variant *v, tt__kernel **out,
-                    char *err, size_t errlen);
+int tt__kernel_load(CUcontext ctx, const tt__cubin *cubin, const tt__variant *v, tt__kernel **out, char *err,
+                    size_t errlen);
 /* Unloads the module (pushing its context); NULL is a no-op. */
 void tt__kernel_unload(tt__kernel *k);
 
@@ -68,8 +68,8 @@ void tt__kernel_unload(tt__kernel *k);
  * per (context, source revision, variant). The kernel belongs to the cache
  * and lives until exit. Thread-safe; compiles run outside its lock.
  */
-int tt__kernel_get(CUcontext ctx, const tt__jit_opts *jo, const tt__variant *v,
-                   const tt__kernel **out, char *err, size_t errlen);
+int tt__kernel_get(CUcontext ctx, const tt__jit_opts *jo, const tt__variant *v, const tt__kernel **out,
+                   char *err, size_t errlen);
 
 /*
  * Checks `a` (everything that needs no GPU: pointers, alignment, sizes,
@@ -89,11 +89,11 @@ int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream str
 /* The context tt_sdpa_fwd launches in for memory on device `ordinal`
  * (the thread's current context on that device, else its primary one) and
  * the device's limits. */
-int tt__context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__device_limits *lim,
-                    char *err, size_t errlen);
+int tt__context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__device_limits *lim, char *err,
+                    size_t errlen);
 /* The device ordinal of device pointer `ptr` (TT_ERR_INVAL: not device memory). */
-int tt__device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr, int *ordinal,
-                          char *err, size_t errlen);
+int tt__device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr, int *ordinal, char *err,
+                          size_t errlen);
 /* Strides (batch, head, row) in elements: >= 0 and multiples of 8 (rows
  * start 16-byte aligned). */
 int tt__check_strides(const char *name, const int64_t s[3], char *err, size_t errlen);

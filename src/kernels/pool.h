@@ -25,12 +25,12 @@
 typedef struct tt__pool tt__pool;
 
 typedef struct tt__pool_opts {
-    tt__jit_opts jo;        /* source and cubin cache (zero: the defaults) */
-    tt__device_limits dev;  /* the limits a compiled program is checked against */
-    int threads;            /* threads started, at most TT_POOL_MAX_THREADS; 0: the waiting caller compiles */
-    int nice;               /* > 0: each thread lowers its own priority by this much */
-    int caller_compiles;    /* 1: a waiting caller compiles the next program rather than sleep */
-    int keep_cubins;        /* 1: keep each good program's cubin for tt__pool_cubin */
+    tt__jit_opts jo;       /* source and cubin cache (zero: the defaults) */
+    tt__device_limits dev; /* the limits a compiled program is checked against */
+    int threads;           /* threads started, at most TT_POOL_MAX_THREADS; 0: the waiting caller compiles */
+    int nice;              /* > 0: each thread lowers its own priority by this much */
+    int caller_compiles;   /* 1: a waiting caller compiles the next program rather than sleep */
+    int keep_cubins;       /* 1: keep each good program's cubin for tt__pool_cubin */
 } tt__pool_opts;
 
 /*

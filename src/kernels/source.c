@@ -29,12 +29,14 @@ static tt__source_header headers[HEADERS_MAX];
 static size_t n_headers;
 
 static void headers_init(void) {
-    headers[n_headers++] = (tt__source_header){"sdpa_params.h", tt_sdpa_params_header, tt_sdpa_params_header_len};
+    headers[n_headers++] =
+        (tt__source_header){"sdpa_params.h", tt_sdpa_params_header, tt_sdpa_params_header_len};
     headers[n_headers++] = (tt__source_header){"skeleton.cuh", tt_skeleton_header, tt_skeleton_header_len};
     for (size_t i = 0; i < tt__family_count; i++)
         for (size_t j = 0; j < TT__FAMILY_FILES_MAX && tt__families[i]->files[j].name; j++) {
             const tt__device_file *f = &tt__families[i]->files[j];
-            if (n_headers < HEADERS_MAX) headers[n_headers++] = (tt__source_header){f->name, f->text, *f->len};
+            if (n_headers < HEADERS_MAX)
+                headers[n_headers++] = (tt__source_header){f->name, f->text, *f->len};
         }
 }
 
@@ -73,8 +75,8 @@ int tt__source_load(const char *path, tt__source **out, char *err, size_t errlen
     if (!path || !out) return tt__fail(TT_ERR_INVAL, err, errlen, "no kernel source path");
     FILE *f = fopen(path, "rb");
     if (!f)
-        return tt__fail(errno == ENOENT ? TT_ERR_NOTFOUND : TT_ERR_IO, err, errlen,
-                        "kernel source %s: %s", path, strerror(errno));
+        return tt__fail(errno == ENOENT ? TT_ERR_NOTFOUND : TT_ERR_IO, err, errlen, "kernel source %s: %s",
+                        path, strerror(errno));
     char *buf = malloc(SOURCE_MAX);
     if (!buf) {
         fclose(f);
@@ -83,7 +85,8 @@ int tt__source_load(const char *path, tt__source **out, char *err, size_t errlen
     size_t n = fread(buf, 1, SOURCE_MAX, f);
     int rc = 0;
     if (ferror(f)) rc = tt__fail(TT_ERR_IO, err, errlen, "kernel source %s: read error", path);
-    else if (n == SOURCE_MAX) rc = tt__fail(TT_ERR_RANGE, err, errlen, "kernel source %s: larger than %u bytes", path, SOURCE_MAX);
+    else if (n == SOURCE_MAX)
+        rc = tt__fail(TT_ERR_RANGE, err, errlen, "kernel source %s: larger than %u bytes", path, SOURCE_MAX);
     fclose(f);
     if (rc == 0) {
         rc = tt__source_from_text(buf, n, path, out);
@@ -112,8 +115,7 @@ static void default_load(void) {
         if (default_rc < 0)
             snprintf(default_msg, sizeof default_msg, "%s (from $%s)", m, TT_KERNEL_SOURCE_ENV);
     } else {
-        default_rc = tt__source_from_text(tt_sdpa_source, tt_sdpa_source_len, "embedded",
-                                          &default_source);
+        default_rc = tt__source_from_text(tt_sdpa_source, tt_sdpa_source_len, "embedded", &default_source);
         if (default_rc < 0) snprintf(default_msg, sizeof default_msg, "out of memory");
     }
 }
@@ -130,8 +132,8 @@ static tt__source *ref_source;
 static int ref_rc;
 
 static void ref_load(void) {
-    ref_rc = tt__source_from_text(tt_sdpa_ref_source, tt_sdpa_ref_source_len, "embedded reference",
-                                  &ref_source);
+    ref_rc =
+        tt__source_from_text(tt_sdpa_ref_source, tt_sdpa_ref_source_len, "embedded reference", &ref_source);
 }
 
 int tt__source_reference(const tt__source **out, char *err, size_t errlen) {

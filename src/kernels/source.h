@@ -21,10 +21,10 @@
 #define TT_KERNEL_SOURCE_ENV "TILETUNE_KERNEL_SOURCE"
 
 typedef struct tt__source {
-    char *text;            /* NUL-terminated .cu text, owned */
+    char *text; /* NUL-terminated .cu text, owned */
     size_t len;
-    char origin[256];      /* "embedded" or the file's path */
-    char rev[TT_ID_MAX];   /* hex revision */
+    char origin[256];    /* "embedded" or the file's path */
+    char rev[TT_ID_MAX]; /* hex revision */
 } tt__source;
 
 /* The process's source: the file named by $TILETUNE_KERNEL_SOURCE when set

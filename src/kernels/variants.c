@@ -28,8 +28,8 @@ int tt__device_limits_nominal(int32_t arch, tt__device_limits *out) {
     return 0;
 }
 
-int tt__variant_check(const tt_config *c, int32_t head_dim, const tt__device_limits *dev,
-                      char *err, size_t errlen) {
+int tt__variant_check(const tt_config *c, int32_t head_dim, const tt__device_limits *dev, char *err,
+                      size_t errlen) {
     char msg[160];
     if (tt__config_check_ranges(c, msg, sizeof msg) < 0)
         return tt__fail(TT_ERR_INVAL, err, errlen, "config: %s", msg);
@@ -78,8 +78,8 @@ tt__variant_status tt__variant_check_report(const tt__report *r, const tt__devic
                                             size_t errlen) {
     /* a stack frame is local memory too: a run-time indexed register array */
     if (!tt__report_clean(r)) {
-        tt__fail(0, err, errlen, "spills %d bytes, stack frame %d bytes", (int)(r->spill_stores + r->spill_loads),
-                 (int)r->stack_frame);
+        tt__fail(0, err, errlen, "spills %d bytes, stack frame %d bytes",
+                 (int)(r->spill_stores + r->spill_loads), (int)r->stack_frame);
         return TT_VARIANT_SPILLS;
     }
     if ((long)r->static_smem + r->dynamic_smem > dev->smem_optin) {
@@ -90,7 +90,7 @@ tt__variant_status tt__variant_check_report(const tt__report *r, const tt__devic
 }
 
 _Static_assert(sizeof(tt__family_space) == TT__KNOB_COUNT * sizeof(tt__knob_values),
-              "tt__family_space is one tt__knob_values a knob, in knobs.def order");
+               "tt__family_space is one tt__knob_values a knob, in knobs.def order");
 
 /* The values a family's space gives knob i: its list for a knob it reads,
  * else the pinned value alone. */
@@ -166,8 +166,8 @@ int tt__space_compile(tt__space_entry *e, size_t *n, const tt__device_limits *de
 }
 
 int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigned flags,
-                        const tt__jit_opts *jo, int threads, tt__space_entry **out, size_t *n,
-                        char *err, size_t errlen) {
+                        const tt__jit_opts *jo, int threads, tt__space_entry **out, size_t *n, char *err,
+                        size_t errlen) {
     return tt__space_enumerate_group(key, 1, dev, flags, jo, threads, out, n, err, errlen);
 }
 

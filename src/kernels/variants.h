@@ -35,8 +35,8 @@ int tt__device_limits_nominal(int32_t arch, tt__device_limits *out);
  * that fits `dev` (NULL: shape rules only). Else TT_ERR_INVAL (illegal
  * shape) or TT_ERR_RANGE (over a device limit) with a message.
  */
-int tt__variant_check(const tt_config *cfg, int32_t head_dim, const tt__device_limits *dev,
-                      char *err, size_t errlen);
+int tt__variant_check(const tt_config *cfg, int32_t head_dim, const tt__device_limits *dev, char *err,
+                      size_t errlen);
 
 typedef enum tt__variant_status {
     TT_VARIANT_OK = 0,
@@ -77,8 +77,8 @@ enum {
  * *out is malloc'ed (free()), *n its length.
  */
 int tt__space_enumerate(const tt_key *key, const tt__device_limits *dev, unsigned flags,
-                        const tt__jit_opts *jo, int threads, tt__space_entry **out, size_t *n,
-                        char *err, size_t errlen);
+                        const tt__jit_opts *jo, int threads, tt__space_entry **out, size_t *n, char *err,
+                        size_t errlen);
 
 /* The same for the key at GQA group `group` (query heads a K/V head; 0
  * reads as 1): families that pack a group's rows size their tiles by it. */

@@ -22,9 +22,9 @@
 #include <unistd.h>
 
 typedef enum fake_mode {
-    FAKE_SERVE,        /* accept, read lines, answer */
-    FAKE_NO_ACCEPT,    /* listen only: connects succeed, nothing is read */
-    FAKE_ACCEPT_MUTE,  /* accept and read, never answer */
+    FAKE_SERVE,       /* accept, read lines, answer */
+    FAKE_NO_ACCEPT,   /* listen only: connects succeed, nothing is read */
+    FAKE_ACCEPT_MUTE, /* accept and read, never answer */
 } fake_mode;
 
 typedef struct fake_daemon fake_daemon;

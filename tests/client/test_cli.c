@@ -26,9 +26,11 @@ static const char *canned(fake_daemon *f, const char *line) {
         if (strstr(line, "hdim=256")) return "OK match=default config=" CFG " seqlen_q=9 seqlen_k=9\n";
         return "OK match=nearest config=" CFG " seqlen_q=1024 seqlen_k=2048 tflops=301.25\n";
     }
-    if (strcmp(line, "TUNE stale=1") == 0) return "ERR notfound no stale keys: every tuned key is for kernel revision ab12\n";
+    if (strcmp(line, "TUNE stale=1") == 0)
+        return "ERR notfound no stale keys: every tuned key is for kernel revision ab12\n";
     if (strncmp(line, "TUNE ", 5) == 0) {
-        if (strstr(line, "dtype=bf16") || strstr(line, "gpu=dead")) return "ERR permission TUNE needs root, the daemon's user or group tiletune\n";
+        if (strstr(line, "dtype=bf16") || strstr(line, "gpu=dead"))
+            return "ERR permission TUNE needs root, the daemon's user or group tiletune\n";
         return "OK job=17 keys=8\n";
     }
     if (strcmp(line, "JOBS") == 0)
@@ -78,7 +80,8 @@ TEST(usage_errors_exit_2) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *const *a = cases[i];
         cli(&r, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], NULL);
-        if (r.rc != 2) fprintf(stderr, "case %zu (%s %s): rc %d\n", i, a[0] ? a[0] : "", a[1] ? a[1] : "", r.rc);
+        if (r.rc != 2)
+            fprintf(stderr, "case %zu (%s %s): rc %d\n", i, a[0] ? a[0] : "", a[1] ? a[1] : "", r.rc);
         ASSERT_EQ(r.rc, 2);
         ASSERT_CONTAINS(r.err, "tiletune");
         ASSERT_STREQ(r.out, "");
@@ -99,8 +102,8 @@ TEST(tune_lists_too_long_with_options) {
         for (int i = 0; i < items; i++)
             at += (size_t)snprintf(seqlens + at, sizeof seqlens - at, "%s1024", i ? "," : "");
         cli_result r;
-        cli(&r, "--socket", "/nonexistent/tiletune.sock", "tune", "--seqlen", seqlens, "--hdim", "128", "--dtype",
-            "fp16", "--causal", "no", "--mode", "fast", "--gpu", "abc", "--shard", "1/2", NULL);
+        cli(&r, "--socket", "/nonexistent/tiletune.sock", "tune", "--seqlen", seqlens, "--hdim", "128",
+            "--dtype", "fp16", "--causal", "no", "--mode", "fast", "--gpu", "abc", "--shard", "1/2", NULL);
         if (r.rc != 2) fprintf(stderr, "%d seqlens: rc %d\n", items, r.rc);
         ASSERT_EQ(r.rc, 2);
         ASSERT_CONTAINS(r.err, "too long for one request");
@@ -152,7 +155,9 @@ TEST(json_keeps_hex_ids_strings) {
 
 static const char *hostile(fake_daemon *f, const char *line) {
     (void)f;
-    if (strncmp(line, "STATS", 5) == 0) return "OK lines=2\nrequests_ping\x1b[2J\x1b]0;owned\x07 1\nx\xc2\x9b" "31m 2\n";
+    if (strncmp(line, "STATS", 5) == 0)
+        return "OK lines=2\nrequests_ping\x1b[2J\x1b]0;owned\x07 1\nx\xc2\x9b"
+               "31m 2\n";
     if (strncmp(line, "LOOKUP", 6) == 0 && strstr(line, "seqlen_q=1 "))
         return "OK match=exact config=family=mma,block_m=999999999,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1 "
                "seqlen_q=1 seqlen_k=1 tflops=1\n";
@@ -171,9 +176,11 @@ TEST(daemon_text_is_sanitised_and_lookups_checked) {
     cli_result r;
     cli(&r, "--socket", f->path, "stats", NULL);
     ASSERT_EQ(r.rc, 0);
-    ASSERT(strchr(r.out, '\x1b') == NULL && strchr(r.out, '\x07') == NULL && strstr(r.out, "\xc2\x9b") == NULL);
+    ASSERT(strchr(r.out, '\x1b') == NULL && strchr(r.out, '\x07') == NULL &&
+           strstr(r.out, "\xc2\x9b") == NULL);
     ASSERT_CONTAINS(r.out, "requests_ping?[2J");
-    cli(&r, "--socket", f->path, "forget", "--seqlen", "1", "--hdim", "128", "--dtype", "fp16", "--gpu", "0a", NULL);
+    cli(&r, "--socket", f->path, "forget", "--seqlen", "1", "--hdim", "128", "--dtype", "fp16", "--gpu", "0a",
+        NULL);
     ASSERT_EQ(r.rc, 1);
     ASSERT(strchr(r.err, '\x1b') == NULL);
     ASSERT_CONTAINS(r.err, "?[31mred");
@@ -212,9 +219,8 @@ TEST(unreachable_daemon_exits_1_with_reason) {
     cli_result r;
     cli(&r, "--socket", "/nonexistent/tiletune.sock", "ping", NULL);
     ASSERT_EQ(r.rc, 1);
-    ASSERT_STREQ(r.err,
-                 "tiletune: cannot reach the daemon at /nonexistent/tiletune.sock: No such file or "
-                 "directory (is tiletuned running?)\n");
+    ASSERT_STREQ(r.err, "tiletune: cannot reach the daemon at /nonexistent/tiletune.sock: No such file or "
+                        "directory (is tiletuned running?)\n");
     ASSERT_STREQ(r.out, "");
     /* $TILETUNE_SOCKET is the default */
     setenv("TILETUNE_SOCKET", "/nonexistent/env.sock", 1);
@@ -370,9 +376,8 @@ TEST(tune_jobs_cancel_forget) {
     pthread_mutex_lock(&f->lock);
     ASSERT_STREQ(f->last, "TUNE dtype=bf16 hdim=64 causal=1 seqlen=512");
     pthread_mutex_unlock(&f->lock);
-    ASSERT_STREQ(r.err,
-                 "tiletune: the daemon refused: TUNE needs root, the daemon's user or group tiletune "
-                 "(permission)\n");
+    ASSERT_STREQ(r.err, "tiletune: the daemon refused: TUNE needs root, the daemon's user or group tiletune "
+                        "(permission)\n");
 
     cli(&r, "--socket", f->path, "jobs", NULL);
     ASSERT_EQ(r.rc, 0);
@@ -398,7 +403,8 @@ TEST(tune_jobs_cancel_forget) {
     ASSERT_EQ(r.rc, 1);
     ASSERT_CONTAINS(r.err, "no job 99 (notfound)");
 
-    cli(&r, "--socket", f->path, "forget", "--seqlen", "64", "--hdim", "64", "--dtype", "fp16", "--causal", NULL);
+    cli(&r, "--socket", f->path, "forget", "--seqlen", "64", "--hdim", "64", "--dtype", "fp16", "--causal",
+        NULL);
     ASSERT_EQ(r.rc, 0);
     ASSERT_CONTAINS(r.out, "forgot the tuned config");
     cli(&r, "--socket", f->path, "forget", "--seqlen", "64", "--hdim", "64", "--dtype", "fp16", NULL);
@@ -434,7 +440,8 @@ TEST(options_anywhere_and_short) {
     pthread_mutex_lock(&f->lock);
     ASSERT_CONTAINS(f->last, "causal=1");
     pthread_mutex_unlock(&f->lock);
-    cli(&r, "lookup", "-s", "4096", "-d", "64", "-t", "fp16", "--causal=bottom-right", "--socket", f->path, NULL);
+    cli(&r, "lookup", "-s", "4096", "-d", "64", "-t", "fp16", "--causal=bottom-right", "--socket", f->path,
+        NULL);
     pthread_mutex_lock(&f->lock);
     ASSERT_CONTAINS(f->last, "causal=2");
     pthread_mutex_unlock(&f->lock);
@@ -446,13 +453,17 @@ TEST(options_anywhere_and_short) {
  * the TUNE line is its last. */
 TEST(tune_causal_forms) {
     fake_daemon *f = fake_start(FAKE_SERVE, canned);
-    const char *forms[][3] = {{"--causal", NULL, "causal=1 "},       {"--causal-both", NULL, "causal=0,1 "},
-                              {"--causal=no,yes", NULL, "causal=0,1 "}, {"--causal", "both", "causal=0,1 "},
-                              {"--causal=bottom-right", NULL, "causal=2 "}, {"-c", NULL, "causal=1 "},
+    const char *forms[][3] = {{"--causal", NULL, "causal=1 "},
+                              {"--causal-both", NULL, "causal=0,1 "},
+                              {"--causal=no,yes", NULL, "causal=0,1 "},
+                              {"--causal", "both", "causal=0,1 "},
+                              {"--causal=bottom-right", NULL, "causal=2 "},
+                              {"-c", NULL, "causal=1 "},
                               {"--mode=fast", NULL, "causal=0 "}};
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         cli_result r;
-        cli(&r, "tune", "-s", "512", "-d", "64", "-t", "bf16", "--socket", f->path, forms[i][0], forms[i][1], NULL);
+        cli(&r, "tune", "-s", "512", "-d", "64", "-t", "bf16", "--socket", f->path, forms[i][0], forms[i][1],
+            NULL);
         ASSERT_EQ(r.rc, 1);
         pthread_mutex_lock(&f->lock);
         if (!strstr(f->last, forms[i][2])) fprintf(stderr, "%s: %s\n", forms[i][0], f->last);
@@ -476,8 +487,8 @@ TEST(tune_stale_nothing_to_do_exits_0) {
  * no daemon at all. */
 TEST(lookup_offline) {
     cli_result r;
-    cli(&r, "--socket", "/nonexistent/tiletune.sock", "lookup", "-s", "1000", "-d", "128", "-t", "bf16", "--offline",
-        "--json", NULL);
+    cli(&r, "--socket", "/nonexistent/tiletune.sock", "lookup", "-s", "1000", "-d", "128", "-t", "bf16",
+        "--offline", "--json", NULL);
     ASSERT_EQ(r.rc, 0);
     json_error_t je;
     json_t *j = json_loads(r.out, 0, &je);
@@ -498,7 +509,8 @@ TEST(man_page_and_completion) {
     cli(&r, "--help-man", NULL);
     ASSERT_EQ(r.rc, 0);
     ASSERT_CONTAINS(r.out, ".TH TILETUNE 1");
-    const char *cmds[] = {"ping", "status", "stats", "lookup", "tune", "jobs", "watch", "cancel", "forget", "export"};
+    const char *cmds[] = {"ping", "status", "stats",  "lookup", "tune",
+                          "jobs", "watch",  "cancel", "forget", "export"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char ss[64];
         snprintf(ss, sizeof ss, ".SS \"%s", cmds[i]);
@@ -517,9 +529,10 @@ TEST(man_page_and_completion) {
     ASSERT_EQ(write(fd, r.out, strlen(r.out)), (ssize_t)strlen(r.out));
     close(fd);
     char cmd[512];
-    snprintf(cmd, sizeof cmd,
-             "bash -c 'source %s; COMP_WORDS=(tiletune lookup --seq); COMP_CWORD=2; _tiletune; echo \"${COMPREPLY[*]}\"'",
-             path);
+    snprintf(
+        cmd, sizeof cmd,
+        "bash -c 'source %s; COMP_WORDS=(tiletune lookup --seq); COMP_CWORD=2; _tiletune; echo \"${COMPREPLY[*]}\"'",
+        path);
     FILE *p = popen(cmd, "r");
     char got[256] = "";
     ASSERT(p != NULL);

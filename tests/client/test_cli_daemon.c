@@ -122,7 +122,8 @@ TEST(cli_ping_and_lookup) {
     ASSERT_CONTAINS(r.out, "tuned for  seqlen_q=2048 seqlen_k=2048\n");
 
     /* nothing tuned for the daemon's own GPU: the default */
-    cli(&r, "--socket", d.sock, "lookup", "--seqlen", "100", "--hdim", "64", "--dtype", "bf16", "--json", NULL);
+    cli(&r, "--socket", d.sock, "lookup", "--seqlen", "100", "--hdim", "64", "--dtype", "bf16", "--json",
+        NULL);
     ASSERT_EQ(r.rc, 0);
     j = json_loads(r.out, 0, &je);
     ASSERT_STREQ(json_string_value(json_object_get(j, "match")), "default");
@@ -211,7 +212,8 @@ TEST(tune_refused_to_unprivileged_user) {
     ASSERT_CONTAINS(err, "(permission)");
     ASSERT_EQ(nlines(err), 1);
     /* root may */
-    cli(&r, "--socket", d.sock, "tune", "--seqlen", "64", "--hdim", "64", "--dtype", "fp16", "--causal", "no", NULL);
+    cli(&r, "--socket", d.sock, "tune", "--seqlen", "64", "--hdim", "64", "--dtype", "fp16", "--causal", "no",
+        NULL);
     ASSERT_EQ(r.rc, 0);
     ASSERT_CONTAINS(r.out, "queued");
     stop_daemon(&d);

@@ -63,9 +63,11 @@ static const char *answer(fake_daemon *f, const char *line) {
     if (f->arg) return "ERR busy too many connections\n"; /* the client drops the connection */
     const char *q = strstr(line, "seqlen_q=");
     long long s = q ? atoll(q + 9) : 0;
-    snprintf(buf, sizeof buf,
-             "OK match=exact config=family=mma,block_m=64,block_n=32,warps=4,stages=2,layout=swizzle,q_in_regs=0"
-             " seqlen_q=%lld seqlen_k=%lld tflops=1\n", s, s);
+    snprintf(
+        buf, sizeof buf,
+        "OK match=exact config=family=mma,block_m=64,block_n=32,warps=4,stages=2,layout=swizzle,q_in_regs=0"
+        " seqlen_q=%lld seqlen_k=%lld tflops=1\n",
+        s, s);
     return buf;
 }
 

@@ -75,8 +75,7 @@ TEST(connect_nothing_there) {
     char err[256] = "";
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    ASSERT_EQ(tt__conn_open("/nonexistent/tiletune.sock", tt__deadline_after_ms(1000), &c, err,
-                            sizeof err),
+    ASSERT_EQ(tt__conn_open("/nonexistent/tiletune.sock", tt__deadline_after_ms(1000), &c, err, sizeof err),
               TT_ERR_NODAEMON);
     ASSERT(ms_since(&t0) < 100);
     ASSERT(c == NULL);
@@ -157,14 +156,12 @@ TEST(bad_replies) {
     char err[256];
     tt__reply r;
     ASSERT_OK(tt__conn_open(f->path, tt__deadline_after_ms(1000), &c, err, sizeof err));
-    ASSERT_EQ(tt__conn_request(c, "LONG", &r, tt__deadline_after_ms(1000), err, sizeof err),
-              TT_ERR_PROTO);
+    ASSERT_EQ(tt__conn_request(c, "LONG", &r, tt__deadline_after_ms(1000), err, sizeof err), TT_ERR_PROTO);
     ASSERT_CONTAINS(err, "longer than");
     tt__conn_close(c);
 
     ASSERT_OK(tt__conn_open(f->path, tt__deadline_after_ms(1000), &c, err, sizeof err));
-    ASSERT_EQ(tt__conn_request(c, "JUNK", &r, tt__deadline_after_ms(1000), err, sizeof err),
-              TT_ERR_PROTO);
+    ASSERT_EQ(tt__conn_request(c, "JUNK", &r, tt__deadline_after_ms(1000), err, sizeof err), TT_ERR_PROTO);
     ASSERT_CONTAINS(err, "malformed reply");
     tt__conn_close(c);
 
@@ -189,8 +186,7 @@ TEST(read_deadline_is_kept) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     tt__reply r;
-    ASSERT_EQ(tt__conn_request(c, "PING", &r, tt__deadline_after_ms(80), err, sizeof err),
-              TT_ERR_TIMEOUT);
+    ASSERT_EQ(tt__conn_request(c, "PING", &r, tt__deadline_after_ms(80), err, sizeof err), TT_ERR_TIMEOUT);
     double ms = ms_since(&t0);
     ASSERT(ms >= 79 && ms < 130);
     ASSERT_CONTAINS(err, "did not answer in time");

@@ -30,7 +30,8 @@ static size_t make_table(tt_fleet_rec *out, int changed) {
     size_t n = 0;
     for (int i = 0; i < 4; i++) {
         if (changed && seqlens[i] == 4096) continue; /* only in A */
-        tt_fleet_rec w = fu_rec(0, seqlens[i], other_block_n(seqlens[i], changed && seqlens[i] == 1024), times[i], "node-a");
+        tt_fleet_rec w = fu_rec(0, seqlens[i], other_block_n(seqlens[i], changed && seqlens[i] == 1024),
+                                times[i], "node-a");
         /* round numbers to check the charts against: 100 / time */
         w.rec.tflops = 100.0 / times[i];
         out[n++] = w;
@@ -224,22 +225,26 @@ TEST(points_where_a_browser_draws_them) {
         char title[32], series[32];
         long long s;
         double px, py, x0, x1, y1, left, right, top, bottom, width;
-        if (sscanf(strstr(line, "PT ") ? strstr(line, "PT ") : "", "PT %31s %31s %lld %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf",
-                   title, series, &s, &px, &py, &x0, &x1, &y1, &left, &right, &top, &bottom, &width) != 13)
+        if (sscanf(strstr(line, "PT ") ? strstr(line, "PT ") : "",
+                   "PT %31s %31s %lld %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf", title, series, &s, &px, &py,
+                   &x0, &x1, &y1, &left, &right, &top, &bottom, &width) != 13)
             continue;
         points++;
         ASSERT(width > 100); /* laid out, not collapsed */
         double want_x = left + (log2((double)s) - x0) / (x1 - x0) * (right - left);
-        if (fabs(px - want_x) > 0.5) TT_FAIL_AT("%s %s at seqlen %lld: x %.2f, want %.2f", title, series, s, px, want_x);
+        if (fabs(px - want_x) > 0.5)
+            TT_FAIL_AT("%s %s at seqlen %lld: x %.2f, want %.2f", title, series, s, px, want_x);
         if (strcmp(title, "TFLOP/s") == 0 && strcmp(series, "winner") == 0) {
             /* the table's value, not the point's own data attribute */
             double want_y = bottom - winner_tflops(s) / y1 * (bottom - top);
-            if (fabs(py - want_y) > 0.5) TT_FAIL_AT("winner at seqlen %lld: y %.2f, want %.2f", s, py, want_y);
+            if (fabs(py - want_y) > 0.5)
+                TT_FAIL_AT("winner at seqlen %lld: y %.2f, want %.2f", s, py, want_y);
             winners++;
         }
         if (strcmp(title, "TFLOP/s") == 0 && strcmp(series, "default") == 0) {
             double want_y = bottom - 100.0 / y1 * (bottom - top);
-            if (fabs(py - want_y) > 0.5) TT_FAIL_AT("default at seqlen %lld: y %.2f, want %.2f", s, py, want_y);
+            if (fabs(py - want_y) > 0.5)
+                TT_FAIL_AT("default at seqlen %lld: y %.2f, want %.2f", s, py, want_y);
         }
     }
     int st = pclose(p);

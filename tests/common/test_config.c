@@ -28,7 +28,8 @@ TEST(canonical_text_names_every_knob_in_order) {
     /* a knob added after the first release appears only when not neutral */
     c.split_ctas = 2;
     n = tt_config_format(&c, buf, sizeof buf);
-    ASSERT_STREQ(buf, "family=mma,block_m=128,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1,split_ctas=2");
+    ASSERT_STREQ(
+        buf, "family=mma,block_m=128,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1,split_ctas=2");
     ASSERT_EQ(n, (int)strlen(buf));
 }
 
@@ -49,7 +50,8 @@ TEST(text_parses_back_to_the_same_config) {
 
 TEST(parse_accepts_any_order_and_numeric_enums) {
     tt_config c;
-    ASSERT_OK(tt_config_parse("split_ctas=2,q_in_regs=0,layout=0,stages=1,warps=8,block_n=32,block_m=64,family=3", &c));
+    ASSERT_OK(tt_config_parse(
+        "split_ctas=2,q_in_regs=0,layout=0,stages=1,warps=8,block_n=32,block_m=64,family=3", &c));
     ASSERT_EQ(c.block_m, 64);
     ASSERT_EQ(c.warps, 8);
     ASSERT_EQ(c.layout, TT_LAYOUT_PAD);
@@ -64,11 +66,11 @@ TEST(parse_rejects_malformed_text) {
     tt_config c = sample(), before = c;
     const char *bad[] = {
         "",
-        "family=mma",                                                                     /* missing */
+        "family=mma",                                                                        /* missing */
         "family=mma,block_m=128,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1,x=1", /* unknown */
-        "family=mma,block_m=128,block_m=128,warps=4,stages=2,layout=swizzle,q_in_regs=1", /* dup */
-        "family=mma,block_m=12x,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1",  /* nan */
-        "family=mma,block_m=1024,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1", /* range */
+        "family=mma,block_m=128,block_m=128,warps=4,stages=2,layout=swizzle,q_in_regs=1",    /* dup */
+        "family=mma,block_m=12x,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1",     /* nan */
+        "family=mma,block_m=1024,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1",    /* range */
         "family=wgmmm,block_m=128,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1",
         "family=mma,block_m=128,block_n=64,warps=4,stages=2,layout=swizzle,q_in_regs=1,",
         "family=mma,,block_m=128",
@@ -147,11 +149,12 @@ TEST(regimes_split_at_16_query_rows_and_a_4x_longer_cache) {
         int64_t q, k;
         tt__regime want;
     } cases[] = {
-        {1, 1, TT_REGIME_DECODE},      {1, 131072, TT_REGIME_DECODE}, {16, 16, TT_REGIME_DECODE},
-        {16, 1 << 20, TT_REGIME_DECODE}, {17, 68, TT_REGIME_CHUNK},   {17, 67, TT_REGIME_PREFILL},
-        {512, 2048, TT_REGIME_CHUNK},  {512, 2047, TT_REGIME_PREFILL}, {512, 32768, TT_REGIME_CHUNK},
-        {4096, 4096, TT_REGIME_PREFILL}, {4096, 1024, TT_REGIME_PREFILL},
-        {TT_SEQLEN_MAX / 4, TT_SEQLEN_MAX, TT_REGIME_CHUNK},
+        {1, 1, TT_REGIME_DECODE},        {1, 131072, TT_REGIME_DECODE},
+        {16, 16, TT_REGIME_DECODE},      {16, 1 << 20, TT_REGIME_DECODE},
+        {17, 68, TT_REGIME_CHUNK},       {17, 67, TT_REGIME_PREFILL},
+        {512, 2048, TT_REGIME_CHUNK},    {512, 2047, TT_REGIME_PREFILL},
+        {512, 32768, TT_REGIME_CHUNK},   {4096, 4096, TT_REGIME_PREFILL},
+        {4096, 1024, TT_REGIME_PREFILL}, {TT_SEQLEN_MAX / 4, TT_SEQLEN_MAX, TT_REGIME_CHUNK},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         k.seqlen_q = cases[i].q;
@@ -173,7 +176,7 @@ TEST(canonical_keys_fold_equal_masks_and_prefill_groups) {
     k.causal = TT_CAUSAL_BOTTOM_RIGHT;
     tt__key_canon(&k);
     ASSERT_EQ(k.causal, TT_CAUSAL_NONE);
-    ASSERT_EQ(k.group, 1); /* 0 reads as 1 */
+    ASSERT_EQ(k.group, 1);         /* 0 reads as 1 */
     k.causal = TT_CAUSAL_TOP_LEFT; /* one query row sees key 0 only: kept */
     tt__key_canon(&k);
     ASSERT_EQ(k.causal, TT_CAUSAL_TOP_LEFT);

@@ -257,10 +257,8 @@ TEST(the_reader_refuses_what_the_table_does_not_allow) {
         int rc = parse(bad[i].line, &m, err, sizeof err);
         if (rc != bad[i].rc) TT_FAIL_AT("\"%s\": %d (%s), not %d", bad[i].line, rc, err, bad[i].rc);
         if (!strstr(err, bad[i].why)) TT_FAIL_AT("\"%s\": \"%s\" lacks \"%s\"", bad[i].line, err, bad[i].why);
-        if (rc == TT_ERR_PROTO || rc == TT_ERR_NOTFOUND)
-            ASSERT_EQ(m.kind, TT_PIPE_OTHER);
-        else
-            ASSERT(m.kind != TT_PIPE_OTHER); /* the reader knows what it refused */
+        if (rc == TT_ERR_PROTO || rc == TT_ERR_NOTFOUND) ASSERT_EQ(m.kind, TT_PIPE_OTHER);
+        else ASSERT(m.kind != TT_PIPE_OTHER); /* the reader knows what it refused */
     }
 }
 

@@ -25,9 +25,19 @@ TEST(splits_verb_and_fields) {
 TEST(rejects_each_malformed_class) {
     tt__msg m;
     const char *err;
-    const char *bad[] = {"", "   ", "lookup", "LOOKUP x", "LOOKUP =1", "LOOKUP a=", "LOOKUP A=1",
-                         "LOOKUP a=1 a=2", "LOOKUP a=\x01", "LOOKUP a=\xff", "LOOKUP a=\xc0\xaf",
-                         "LOOKUP a=\xed\xa0\x80", "LOOK-UP"};
+    const char *bad[] = {"",
+                         "   ",
+                         "lookup",
+                         "LOOKUP x",
+                         "LOOKUP =1",
+                         "LOOKUP a=",
+                         "LOOKUP A=1",
+                         "LOOKUP a=1 a=2",
+                         "LOOKUP a=\x01",
+                         "LOOKUP a=\xff",
+                         "LOOKUP a=\xc0\xaf",
+                         "LOOKUP a=\xed\xa0\x80",
+                         "LOOK-UP"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (parse(bad[i], &m, &err) != TT_ERR_PROTO) TT_FAIL_AT("accepted \"%s\"", bad[i]);
     char nul[] = "PING a=b\0c";
@@ -138,7 +148,8 @@ TEST(grammar_refuses_space_before_verb_and_odd_numbers) {
     int64_t v;
     const char *bad[] = {"007", "00", "-0", "-007", "+1", " 1", "1 ", "", "-", "0x10", "1e3"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        if (tt__parse_i64(bad[i], INT64_MIN, INT64_MAX, &v) != TT_ERR_INVAL) TT_FAIL_AT("accepted \"%s\"", bad[i]);
+        if (tt__parse_i64(bad[i], INT64_MIN, INT64_MAX, &v) != TT_ERR_INVAL)
+            TT_FAIL_AT("accepted \"%s\"", bad[i]);
     const char *good[] = {"0", "7", "-7", "10", "9223372036854775807", "-9223372036854775808"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         if (tt__parse_i64(good[i], INT64_MIN, INT64_MAX, &v) != 0) TT_FAIL_AT("refused \"%s\"", good[i]);
@@ -156,7 +167,8 @@ static const tt__fspec spec[] = {
     {"job", TT_FT_INT, 1, 1, 100, 0, NULL, NULL, offsetof(req_t, job)},
     {"all", TT_FT_INT, 0, 0, 1, 7, NULL, NULL, offsetof(req_t, all)},
     {"gpu", TT_FT_HEX, 0, 0, 0, 0, NULL, NULL, offsetof(req_t, gpu)},
-    {"format", TT_FT_WORD, 0, 0, 0, 0, (const char *const[]){"text", "prometheus", NULL}, NULL, offsetof(req_t, fmt)},
+    {"format", TT_FT_WORD, 0, 0, 0, 0, (const char *const[]){"text", "prometheus", NULL}, NULL,
+     offsetof(req_t, fmt)},
     {"dtype", TT_FT_DTYPE, 0, 0, 0, 0, NULL, NULL, offsetof(req_t, dtype)},
     {"hdim", TT_FT_INTS, 0, 1, 256, 0, NULL, NULL, offsetof(req_t, hd)},
     {"note", TT_FT_TEXT, 0, 0, 0, 0, NULL, NULL, offsetof(req_t, text)},
@@ -174,7 +186,8 @@ TEST(field_table_fills_typed_request) {
     req_t r;
     uint32_t has;
     char e[160];
-    ASSERT_OK(decode("X job=5 format=prometheus hdim=64,128 gpu=0a dtype=bf16 note=hi", &r, &has, e, sizeof e));
+    ASSERT_OK(
+        decode("X job=5 format=prometheus hdim=64,128 gpu=0a dtype=bf16 note=hi", &r, &has, e, sizeof e));
     ASSERT_EQ(r.job, 5);
     ASSERT_EQ(r.all, 7); /* the default */
     ASSERT(!TT_HAS(has, 1) && TT_HAS(has, 0) && TT_HAS(has, 5));

@@ -259,9 +259,7 @@ const char *td_field(const char *line, const char *key, char *out, size_t cap) {
     return out;
 }
 
-void td_fake_gpu(char out[TT_ID_MAX]) {
-    tt_gpu_fingerprint("Fake GPU", 9, 0, 132, 1000000000LL, out);
-}
+void td_fake_gpu(char out[TT_ID_MAX]) { tt_gpu_fingerprint("Fake GPU", 9, 0, 132, 1000000000LL, out); }
 
 void td_seed(const char *db, const tt_key_v2 *key, const tt_config *cfg, double tflops) {
     tt_store *s;
@@ -309,7 +307,8 @@ void td_seed_many(const char *db, const char *gpu, const char *rev, int n) {
     ASSERT_OK(tt_store_begin(s));
     tt_record r;
     tt_record_init(&r);
-    ASSERT_OK(tt_config_parse("family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1", &r.config));
+    ASSERT_OK(tt_config_parse("family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1",
+                              &r.config));
     r.key.dtype = TT_DTYPE_FP16;
     r.key.head_dim = 128;
     snprintf(r.key.gpu, sizeof r.key.gpu, "%s", gpu);
@@ -362,7 +361,8 @@ int td_failed_status(const char *db, const tt_key_v2 *key, const char *cfg) {
     failed_find f = {.st = TT_MEAS_OK};
     if (tt_config_parse(cfg, &f.want) < 0) TT_FAIL_AT("bad config %s", cfg);
     if (tt_store_open(db, &s, err, sizeof err) < 0) TT_FAIL_AT("open %s: %s", db, err);
-    if (tt_store_failed_configs(s, key, find_failed, &f) < 0) TT_FAIL_AT("failed configs: %s", tt_store_errmsg(s));
+    if (tt_store_failed_configs(s, key, find_failed, &f) < 0)
+        TT_FAIL_AT("failed configs: %s", tt_store_errmsg(s));
     tt_store_close(s);
     return (int)f.st;
 }
@@ -387,4 +387,3 @@ void td_wait_for(int fd, const char *req, const char *want, int timeout_ms) {
     }
     TT_FAIL_AT("\"%s\" never showed \"%s\" (last: %s)", req, want, last);
 }
-

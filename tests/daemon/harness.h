@@ -14,7 +14,7 @@
 
 typedef struct td {
     pid_t pid;
-    char dir[256];  /* mkdtemp: socket, database, log live here */
+    char dir[256]; /* mkdtemp: socket, database, log live here */
     char sock[300];
     char db[300];
     char log[300];

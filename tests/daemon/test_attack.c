@@ -149,8 +149,8 @@ TEST(one_user_cannot_take_every_slot) {
     td t;
     td_init(&t);
     ASSERT_OK(chmod(t.dir, 0755));
-    const char *args[] = {"--max-connections", "16", "--max-connections-per-user", "6",
-                          "--admin-connections", "4", NULL};
+    const char *args[] = {
+        "--max-connections", "16", "--max-connections-per-user", "6", "--admin-connections", "4", NULL};
     td_start(&t, args);
     ASSERT_OK(chmod(t.sock, 0666));
     int rep[3][2], hold[3][2];
@@ -203,7 +203,8 @@ TEST(per_user_default_follows_a_reloaded_cap) {
     int reloaded = 0;
     for (int i = 0; i < 500 && !reloaded; i++) {
         FILE *l = fopen(t.log, "r");
-        while (l && !reloaded && fgets(line, sizeof line, l)) reloaded = strstr(line, "max connections 64") != NULL;
+        while (l && !reloaded && fgets(line, sizeof line, l))
+            reloaded = strstr(line, "max connections 64") != NULL;
         if (l) fclose(l);
         if (!reloaded) usleep(10000);
     }

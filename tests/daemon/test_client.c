@@ -44,20 +44,20 @@ TEST(cli_against_the_daemon) {
     cli_result r;
     cli(&r, "--socket", t.sock, "ping", NULL);
     ASSERT_EQ(r.rc, 0);
-    cli(&r, "--socket", t.sock, "lookup", "--seqlen", "2048", "--hdim", "128", "--dtype", "fp16",
-        "--gpu", gpu, "--rev", REV, "--json", NULL);
+    cli(&r, "--socket", t.sock, "lookup", "--seqlen", "2048", "--hdim", "128", "--dtype", "fp16", "--gpu",
+        gpu, "--rev", REV, "--json", NULL);
     if (r.rc != 0) TT_FAIL_AT("lookup: rc %d: %s", r.rc, r.err);
     ASSERT_CONTAINS(r.out, "exact");
     ASSERT_CONTAINS(r.out, "222");
-    cli(&r, "--socket", t.sock, "lookup", "--seqlen", "1500", "--hdim", "128", "--dtype", "fp16",
-        "--gpu", gpu, "--rev", REV, NULL);
+    cli(&r, "--socket", t.sock, "lookup", "--seqlen", "1500", "--hdim", "128", "--dtype", "fp16", "--gpu",
+        gpu, "--rev", REV, NULL);
     ASSERT_EQ(r.rc, 0);
     ASSERT_CONTAINS(r.out, "nearest");
     cli(&r, "--socket", t.sock, "lookup", "--seqlen", "1500", "--hdim", "64", "--dtype", "bf16", NULL);
     ASSERT_EQ(r.rc, 0);
     ASSERT_CONTAINS(r.out, "default");
-    cli(&r, "--socket", t.sock, "tune", "--seqlen", "256,512", "--hdim", "64", "--dtype", "fp16",
-        "--causal", "both", NULL);
+    cli(&r, "--socket", t.sock, "tune", "--seqlen", "256,512", "--hdim", "64", "--dtype", "fp16", "--causal",
+        "both", NULL);
     if (r.rc != 0) TT_FAIL_AT("tune: rc %d: %s", r.rc, r.err);
     cli(&r, "--socket", t.sock, "jobs", NULL);
     ASSERT_EQ(r.rc, 0);
@@ -155,8 +155,8 @@ TEST(results_from_a_worker_reach_the_library) {
     const char *args[] = {"--worker", TT_DAEMON_TEST_DIR "/fake_worker.sh", NULL};
     td_start(&t, args);
     cli_result r;
-    cli(&r, "--socket", t.sock, "tune", "--seqlen", "1024", "--hdim", "128", "--dtype", "fp16",
-        "--causal", "no", NULL);
+    cli(&r, "--socket", t.sock, "tune", "--seqlen", "1024", "--hdim", "128", "--dtype", "fp16", "--causal",
+        "no", NULL);
     if (r.rc != 0) TT_FAIL_AT("tune: rc %d: %s", r.rc, r.err);
     long long until = td_now_ms() + 8000;
     int done = 0;

@@ -22,13 +22,15 @@
 
 static tt_config cfg_a(void) {
     tt_config c;
-    ASSERT_OK(tt_config_parse("family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1", &c));
+    ASSERT_OK(
+        tt_config_parse("family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1", &c));
     return c;
 }
 
 static tt_config cfg_b(void) {
     tt_config c;
-    ASSERT_OK(tt_config_parse("family=mma,block_m=128,block_n=128,warps=8,stages=2,layout=swizzle,q_in_regs=0", &c));
+    ASSERT_OK(tt_config_parse(
+        "family=mma,block_m=128,block_n=128,warps=8,stages=2,layout=swizzle,q_in_regs=0", &c));
     return c;
 }
 
@@ -53,8 +55,8 @@ static void seed_two(const td *t, char gpu[TT_ID_MAX]) {
     td_seed(t->db, &k, &b, 300.25);
 }
 
-static void expect_lookup(int fd, const char *gpu, const char *rest, const char *match,
-                          const char *cfg, const char *sq) {
+static void expect_lookup(int fd, const char *gpu, const char *rest, const char *match, const char *cfg,
+                          const char *sq) {
     char req[512], v[256];
     snprintf(req, sizeof req, "LOOKUP gpu=%s rev=%s %s", gpu, REV, rest);
     const char *r = td_req(fd, req);
@@ -75,7 +77,10 @@ TEST(lookup_each_match_kind_from_seeded_db) {
     td_start(&t, NULL);
     int fd = td_connect_ok(&t);
     expect_lookup(fd, gpu, "dtype=fp16 hdim=128 seqlen_q=512", "exact", ta, "512");
-    ASSERT_STREQ(td_field(td_req(fd, "LOOKUP dtype=fp16 hdim=128 seqlen_q=512 gpu=" "0"), "match", v, sizeof v), "default");
+    ASSERT_STREQ(td_field(td_req(fd, "LOOKUP dtype=fp16 hdim=128 seqlen_q=512 gpu="
+                                     "0"),
+                          "match", v, sizeof v),
+                 "default");
     /* log distance: 1000 is nearer 512 (0.67) than 4096 (1.41); 3000 nearer 4096 */
     expect_lookup(fd, gpu, "dtype=fp16 hdim=128 seqlen_q=1000", "nearest", ta, "512");
     expect_lookup(fd, gpu, "dtype=fp16 hdim=128 seqlen_q=3000", "nearest", tb, "4096");
@@ -103,7 +108,8 @@ TEST(pipelined_requests_answered_in_order) {
     static char batch[100 * 80];
     size_t n = 0;
     for (int i = 0; i < 100; i++)
-        n += (size_t)sprintf(batch + n, i % 10 == 9 ? "PING\n" : "LOOKUP dtype=fp16 hdim=64 seqlen_q=%d\n", i + 1);
+        n += (size_t)sprintf(batch + n, i % 10 == 9 ? "PING\n" : "LOOKUP dtype=fp16 hdim=64 seqlen_q=%d\n",
+                             i + 1);
     td_send(fd, batch, n);
     char line[1024], v[32], want[32];
     for (int i = 0; i < 100; i++) {
@@ -155,27 +161,27 @@ TEST(every_malformed_class_gets_err_and_daemon_goes_on) {
     } cases[] = {
         {"FROB x=1", 0, "verb"},
         {"lookup dtype=fp16", 0, "proto"},
-        {"LOOKUP hdim=128 seqlen_q=1", 0, "field"},                          /* missing */
-        {"LOOKUP dtype=fp16 dtype=fp16 hdim=128 seqlen_q=1", 0, "proto"},    /* duplicate */
-        {"LOOKUP dtype=fp16 hdim=128 seqlen_q=1 color=red", 0, "field"},     /* unknown */
+        {"LOOKUP hdim=128 seqlen_q=1", 0, "field"},                       /* missing */
+        {"LOOKUP dtype=fp16 dtype=fp16 hdim=128 seqlen_q=1", 0, "proto"}, /* duplicate */
+        {"LOOKUP dtype=fp16 hdim=128 seqlen_q=1 color=red", 0, "field"},  /* unknown */
         {"PING extra=1", 0, "field"},
-        {"LOOKUP dtype=fp16 hdim=128 seqlen_q=99999999999", 0, "range"},     /* out of range */
+        {"LOOKUP dtype=fp16 hdim=128 seqlen_q=99999999999", 0, "range"}, /* out of range */
         {"LOOKUP dtype=fp16 hdim=128 seqlen_q=0", 0, "range"},
         {"LOOKUP dtype=fp16 hdim=128 seqlen_q=99999999999999999999999", 0, "range"},
-        {"LOOKUP dtype=fp16 hdim=128 seqlen_q=12x", 0, "range"},             /* not a number */
+        {"LOOKUP dtype=fp16 hdim=128 seqlen_q=12x", 0, "range"}, /* not a number */
         {"LOOKUP dtype=fp16 hdim=abc seqlen_q=1", 0, "range"},
         {"LOOKUP dtype=fp16 hdim=128 causal=3 seqlen_q=1", 0, "range"},
         {"LOOKUP dtype=fp16 hdim=128 group=0 seqlen_q=1", 0, "range"},
-        {"LOOKUP dtype=fp32 hdim=128 seqlen_q=1", 0, "unsupported"},        /* dtype */
-        {"LOOKUP dtype=fp16 hdim=48 seqlen_q=1", 0, "unsupported"},         /* head_dim */
+        {"LOOKUP dtype=fp32 hdim=128 seqlen_q=1", 0, "unsupported"}, /* dtype */
+        {"LOOKUP dtype=fp16 hdim=48 seqlen_q=1", 0, "unsupported"},  /* head_dim */
         {"LOOKUP dtype=fp16 hdim=128 seqlen_q=1 gpu=XYZ", 0, "field"},
-        {"PING a=b\0c", 10, "proto"},                                        /* NUL */
-        {"PING a=\xff\xfe", 0, "proto"},                                     /* UTF-8 */
-        {"PING a=\xc0\xaf", 0, "proto"},                                     /* overlong UTF-8 */
-        {"PING a=\x01", 0, "proto"},                                         /* control */
-        {"", 0, "proto"},                                                    /* empty */
+        {"PING a=b\0c", 10, "proto"},    /* NUL */
+        {"PING a=\xff\xfe", 0, "proto"}, /* UTF-8 */
+        {"PING a=\xc0\xaf", 0, "proto"}, /* overlong UTF-8 */
+        {"PING a=\x01", 0, "proto"},     /* control */
+        {"", 0, "proto"},                /* empty */
         {"HELLO proto=2", 0, "version"},
-        {"TUNE dtype=fp16 hdim=64 seqlen=512 batch=65536", 0, "range"},    /* past the grid's z */
+        {"TUNE dtype=fp16 hdim=64 seqlen=512 batch=65536", 0, "range"}, /* past the grid's z */
         {"HELLO proto=x", 0, "range"},
         {"STATS format=xml", 0, "unsupported"},
         {"JOBS all=7", 0, "range"},
@@ -282,7 +288,8 @@ TEST(half_line_does_not_stall_others) {
     td_sendstr(slow, "LOOKUP dtype=fp16 hd");
     int fd = td_connect_ok(&t);
     long long t0 = td_now_ms();
-    for (int i = 0; i < 50; i++) ASSERT(strncmp(td_req(fd, "LOOKUP dtype=fp16 hdim=64 seqlen_q=77"), "OK match=default", 16) == 0);
+    for (int i = 0; i < 50; i++)
+        ASSERT(strncmp(td_req(fd, "LOOKUP dtype=fp16 hdim=64 seqlen_q=77"), "OK match=default", 16) == 0);
     ASSERT(td_now_ms() - t0 < 2000);
     td_sendstr(slow, "im=64 seqlen_q=9\n");
     char line[512], v[32];
@@ -366,7 +373,8 @@ TEST(tune_queues_the_inference_grid_and_group_lists) {
      * q=2048 k=2048 causal 0, 1 = 2 */
     ASSERT_STREQ(td_field(r, "keys", v, sizeof v), "10");
     char req[256];
-    snprintf(req, sizeof req, "LOOKUP dtype=bf16 hdim=128 causal=2 seqlen_q=8 seqlen_k=32768 group=8 gpu=%s", gpu);
+    snprintf(req, sizeof req, "LOOKUP dtype=bf16 hdim=128 causal=2 seqlen_q=8 seqlen_k=32768 group=8 gpu=%s",
+             gpu);
     ASSERT_STREQ(td_field(td_req(fd, req), "match", v, sizeof v), "default");
     close(fd);
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
@@ -417,8 +425,8 @@ TEST(refuses_live_socket_and_non_socket_path) {
     /* a second daemon on the same socket exits non-zero, leaving the first alone */
     pid_t pid = fork();
     if (pid == 0) {
-        execl(TILETUNED, TILETUNED, "--socket", t.sock, "--db", second.db, "--worker", "",
-              "--log-level", "error", (char *)NULL);
+        execl(TILETUNED, TILETUNED, "--socket", t.sock, "--db", second.db, "--worker", "", "--log-level",
+              "error", (char *)NULL);
         _exit(127);
     }
     int st;
@@ -434,8 +442,8 @@ TEST(refuses_live_socket_and_non_socket_path) {
     fclose(f);
     pid = fork();
     if (pid == 0) {
-        execl(TILETUNED, TILETUNED, "--socket", t.sock, "--db", t.db, "--worker", "", "--log-level",
-              "error", (char *)NULL);
+        execl(TILETUNED, TILETUNED, "--socket", t.sock, "--db", t.db, "--worker", "", "--log-level", "error",
+              (char *)NULL);
         _exit(127);
     }
     waitpid(pid, &st, 0);
@@ -451,7 +459,8 @@ TEST(tune_jobs_cancel_forget) {
     seed_two(&t, gpu);
     td_start(&t, NULL);
     int fd = td_connect_ok(&t);
-    const char *r = td_req(fd, "TUNE dtype=fp16 hdim=64,128 seqlen=512 seqlen_k=512,1024 mode=fast batch=2 heads=8");
+    const char *r =
+        td_req(fd, "TUNE dtype=fp16 hdim=64,128 seqlen=512 seqlen_k=512,1024 mode=fast batch=2 heads=8");
     ASSERT_STREQ(td_field(r, "keys", v, sizeof v), "4");
     char job[32];
     td_field(r, "job", job, sizeof job);
@@ -523,11 +532,12 @@ TEST(stats_text_and_prometheus) {
 static const char *as_nobody(const td *t, const char *line) {
     static char out[512];
     char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "printf '%%s\\n' '%s' | setpriv --reuid=65534 --regid=65534 --clear-groups "
-             "/usr/bin/python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
-             "s.sendall(sys.stdin.buffer.read()); f=s.makefile(); print(f.readline().strip())' %s",
-             line, t->sock);
+    snprintf(
+        cmd, sizeof cmd,
+        "printf '%%s\\n' '%s' | setpriv --reuid=65534 --regid=65534 --clear-groups "
+        "/usr/bin/python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+        "s.sendall(sys.stdin.buffer.read()); f=s.makefile(); print(f.readline().strip())' %s",
+        line, t->sock);
     FILE *p = popen(cmd, "r");
     ASSERT(p != NULL);
     out[0] = '\0';
@@ -568,8 +578,8 @@ TEST(authorization_by_peer_credentials) {
     /* an unknown admin group is a start-up error */
     pid_t pid = fork();
     if (pid == 0) {
-        execl(TILETUNED, TILETUNED, "--socket", t.sock, "--db", t.db, "--worker", "",
-              "--admin-group", "no-such-group-tt", "--log-level", "error", (char *)NULL);
+        execl(TILETUNED, TILETUNED, "--socket", t.sock, "--db", t.db, "--worker", "", "--admin-group",
+              "no-such-group-tt", "--log-level", "error", (char *)NULL);
         _exit(127);
     }
     int st;
@@ -717,7 +727,8 @@ TEST(socket_and_db_from_the_environment) {
 
 TEST(help_and_version) {
     char cmd[600];
-    snprintf(cmd, sizeof cmd, "%s --help | grep -q -- --admin-group && %s --version | grep -q tiletuned", TILETUNED, TILETUNED);
+    snprintf(cmd, sizeof cmd, "%s --help | grep -q -- --admin-group && %s --version | grep -q tiletuned",
+             TILETUNED, TILETUNED);
     ASSERT_EQ(system(cmd), 0);
     snprintf(cmd, sizeof cmd, "%s --max-connections zero 2>/dev/null", TILETUNED);
     int st = system(cmd);

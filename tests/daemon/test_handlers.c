@@ -31,8 +31,12 @@ static void fx_init(fx *f) {
     ASSERT_OK(tt_store_open(f->db, &f->store, err, sizeof err));
     ASSERT_OK(tt_index_new(&f->index));
     ASSERT_OK(tt_auth_init(&f->auth, NULL, err, sizeof err));
-    f->x = (tt_hctx){.index = f->index, .store = f->store, .stats = &f->stats, .auth = &f->auth,
-                     .db_path = f->db, .started_ms = tt_hctx_now_ms()};
+    f->x = (tt_hctx){.index = f->index,
+                     .store = f->store,
+                     .stats = &f->stats,
+                     .auth = &f->auth,
+                     .db_path = f->db,
+                     .started_ms = tt_hctx_now_ms()};
     snprintf(f->x.builtin_rev, sizeof f->x.builtin_rev, "0");
     tt_hctx_identity(&f->x, "", "");
     tt_buf_init(&f->out);
@@ -81,7 +85,8 @@ TEST(lookup_uses_the_cached_serving_identity) {
     fx f;
     fx_init(&f);
     tt_config cfg;
-    ASSERT_OK(tt_config_parse("family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1", &cfg));
+    ASSERT_OK(
+        tt_config_parse("family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1", &cfg));
     tt_key_v2 k = key_of("ab12", "77", 1024);
     ASSERT_OK(tt_index_put(f.index, &k, &cfg, 123.456));
     ASSERT_CONTAINS(req(&f, 0, "LOOKUP dtype=fp16 hdim=128 seqlen_q=1024"), "OK match=default");
@@ -156,11 +161,13 @@ TEST(groups_causal_and_table_fields) {
     fx f;
     fx_init(&f);
     /* causal 2 at seqlen_q == seqlen_k is causal 1: 2 x 2 distinct keys of 3 x 2 */
-    ASSERT_CONTAINS(req(&f, 0, "TUNE dtype=fp16 hdim=64 causal=0,1,2 seqlen=1,128 seqlen_k=128 group=4,8 mode=fast"),
-                    "OK job=1 keys=");
+    ASSERT_CONTAINS(
+        req(&f, 0, "TUNE dtype=fp16 hdim=64 causal=0,1,2 seqlen=1,128 seqlen_k=128 group=4,8 mode=fast"),
+        "OK job=1 keys=");
     ASSERT_CONTAINS(req(&f, 0, "TUNE grid=inference mode=fast shard=1/4"), "OK job=2 keys=");
     tt_config cfg;
-    ASSERT_OK(tt_config_parse("family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1", &cfg));
+    ASSERT_OK(
+        tt_config_parse("family=mma,block_m=64,block_n=32,warps=4,stages=3,layout=pad,q_in_regs=1", &cfg));
     tt_key_v2 k = key_of("ab12", "77", 1);
     k.seqlen_k = 4096;
     k.group = 8;

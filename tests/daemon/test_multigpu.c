@@ -68,7 +68,8 @@ TEST(one_job_spreads_over_every_gpu) {
     int count[4], total = per_gpu(log, count, 4);
     ASSERT_EQ(total, 8); /* every key measured once */
     for (int g = 0; g < 4; g++)
-        if (count[g] == 0) TT_FAIL_AT("GPU %d measured no key (%d %d %d %d)", g, count[0], count[1], count[2], count[3]);
+        if (count[g] == 0)
+            TT_FAIL_AT("GPU %d measured no key (%d %d %d %d)", g, count[0], count[1], count[2], count[3]);
     ASSERT_CONTAINS(td_req(fd, "STATUS"), "records=8");
     close(fd);
     clear_env();
@@ -117,7 +118,8 @@ TEST(a_gpu_that_falls_off_the_bus_is_reported_and_its_key_measured_by_another) {
     start_gpus(&t, 2, "slow");
     int fd = td_connect_ok(&t);
     td_wait_for(fd, "STATUS", "gpus=2", 5000);
-    ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=128 seqlen=256,512,1024,2048"), "OK job=1 keys=4", 15) == 0);
+    ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=128 seqlen=256,512,1024,2048"), "OK job=1 keys=4", 15) ==
+           0);
     td_wait_for(fd, "JOBS all=1", "state=done", 10000);
     const char *st = td_req(fd, "STATUS");
     ASSERT_CONTAINS(st, "gpus_lost=1");
@@ -147,7 +149,8 @@ TEST(a_gpu_that_falls_off_the_bus_is_reported_and_its_key_measured_by_another) {
     snprintf(k.rev, sizeof k.rev, "00c0ffee");
     for (int q = 256; q <= 2048; q *= 2) {
         k.seqlen_q = k.seqlen_k = q;
-        if (td_failed_status(t.db, &k, CFG_B) != TT_MEAS_OK) TT_FAIL_AT("variant B recorded failed at seqlen %d", q);
+        if (td_failed_status(t.db, &k, CFG_B) != TT_MEAS_OK)
+            TT_FAIL_AT("variant B recorded failed at seqlen %d", q);
     }
 }
 

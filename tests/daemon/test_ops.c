@@ -218,7 +218,8 @@ TEST(metrics_an_operator_scrapes) {
         if (strncmp(ln, "# TYPE ", 7) == 0) {
             snprintf(fam, sizeof fam, "%.*s", (int)strcspn(ln + 7, " "), ln + 7);
         } else if (ln[0] != '#') {
-            if (strncmp(ln, fam, strlen(fam)) != 0) TT_FAIL_AT("sample '%s' outside its family '%s'", ln, fam);
+            if (strncmp(ln, fam, strlen(fam)) != 0)
+                TT_FAIL_AT("sample '%s' outside its family '%s'", ln, fam);
         }
     }
     free(copy);

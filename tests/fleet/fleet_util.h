@@ -112,12 +112,14 @@ static char *fu_db_content(const char *db, int winners_only) {
     ASSERT_EQ(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     char *acc = calloc(1, 1);
     const char *q_best = "SELECT * FROM best ORDER BY gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k";
-    const char *q_rest = "SELECT fingerprint, name, cc_major, cc_minor, sm_count, mem_bytes, driver, cuda, nvrtc,"
-                         " first_seen, last_seen FROM gpu ORDER BY 1;"
-                         " SELECT * FROM kernel_rev ORDER BY 1; SELECT count(*) FROM measurement;";
+    const char *q_rest =
+        "SELECT fingerprint, name, cc_major, cc_minor, sm_count, mem_bytes, driver, cuda, nvrtc,"
+        " first_seen, last_seen FROM gpu ORDER BY 1;"
+        " SELECT * FROM kernel_rev ORDER BY 1; SELECT count(*) FROM measurement;";
     char *e = NULL;
     if (sqlite3_exec(h, q_best, fu_dump_row, &acc, &e) != SQLITE_OK) TT_FAIL_AT("dump: %s", e);
-    if (!winners_only && sqlite3_exec(h, q_rest, fu_dump_row, &acc, &e) != SQLITE_OK) TT_FAIL_AT("dump: %s", e);
+    if (!winners_only && sqlite3_exec(h, q_rest, fu_dump_row, &acc, &e) != SQLITE_OK)
+        TT_FAIL_AT("dump: %s", e);
     sqlite3_close(h);
     return acc;
 }

@@ -91,7 +91,8 @@ TEST(each_class_of_invalid_record_is_refused_with_its_reason) {
         {"\"kind\":\"best\"", "\"kind\":\"best\",\"a\\nb\\u007f\":1", "unknown field 'a?b?'", TT_ERR_INVAL},
         {"\"hdim\":128", "\"hdim\":128,\"batch_size\":1", "unknown field 'key.batch_size'", TT_ERR_INVAL},
         {"\"seqlen_q\":1024", "\"seqlen_q\":0", "'key.seqlen_q' 0 is out of range", TT_ERR_RANGE},
-        {"\"seqlen_k\":1024", "\"seqlen_k\":99999999", "'key.seqlen_k' 99999999 is out of range", TT_ERR_RANGE},
+        {"\"seqlen_k\":1024", "\"seqlen_k\":99999999", "'key.seqlen_k' 99999999 is out of range",
+         TT_ERR_RANGE},
         {"\"hdim\":128", "\"hdim\":100", "unsupported head_dim 100", TT_ERR_UNSUPPORTED},
         {"\"dtype\":\"fp16\"", "\"dtype\":\"fp8\"", "unsupported dtype 'fp8'", TT_ERR_UNSUPPORTED},
         {"\"hdim\":128", "\"hdim\":\"128\"", "'key.hdim' must be a whole number", TT_ERR_INVAL},
@@ -347,7 +348,8 @@ static tt_fleet_counts import_file(const char *db, const char *file, tt_fleet_po
     tt_fleet_merge_opts o = {.policy = p, .dry_run = dry, .local_rev = FU_REV};
     tt_fleet_counts c;
     int committed;
-    if (tt_fleet_merge(s, l->recs, l->n, &o, &c, &committed, err, sizeof err) < 0) TT_FAIL_AT("merge: %s", err);
+    if (tt_fleet_merge(s, l->recs, l->n, &o, &c, &committed, err, sizeof err) < 0)
+        TT_FAIL_AT("merge: %s", err);
     ASSERT_EQ(committed, !dry);
     tt_store_close(s);
     free(l);
@@ -490,7 +492,6 @@ TEST(dry_run_and_strict_change_nothing) {
     free(after);
 }
 
-
 /* ---- the checks of a record: work, plausibility, arch, provenance ------------- */
 
 /* A record through its line and back with the daemon's rule: 0 or the
@@ -508,7 +509,8 @@ static int reparse(const tt_fleet_rec *a, tt_fleet_rec *b, char *err, size_t err
 static void move_to_arch(tt_fleet_rec *f, int cc_major, int cc_minor) {
     f->gpu.cc_major = cc_major;
     f->gpu.cc_minor = cc_minor;
-    tt_gpu_fingerprint(f->gpu.name, cc_major, cc_minor, f->gpu.sm_count, f->gpu.mem_bytes, f->gpu.fingerprint);
+    tt_gpu_fingerprint(f->gpu.name, cc_major, cc_minor, f->gpu.sm_count, f->gpu.mem_bytes,
+                       f->gpu.fingerprint);
     snprintf(f->rec.key.gpu, sizeof f->rec.key.gpu, "%s", f->gpu.fingerprint);
 }
 
@@ -552,7 +554,8 @@ TEST(faster_ranks_by_speed_not_by_the_size_of_the_problem_timed) {
         snprintf(f2, sizeof f2, "%s/2.json", dir);
         for (int k = 0; k < 2; k++) {
             tt_fleet_rec *f = k ? &small : &big;
-            f->rec.tflops = tt__sdpa_flops(f->rec.batch, 16, 4096, 4096, 128, 0) / (f->rec.time_ms * 1e-3) / 1e12;
+            f->rec.tflops =
+                tt__sdpa_flops(f->rec.batch, 16, 4096, 4096, 128, 0) / (f->rec.time_ms * 1e-3) / 1e12;
         }
         fu_write_table(f1, order ? &small : &big, 1, NULL);
         fu_write_table(f2, order ? &big : &small, 1, NULL);
@@ -635,7 +638,8 @@ TEST(a_config_is_checked_on_the_arch_of_the_gpu_its_record_names) {
 
 TEST(a_winner_keeps_its_own_driver_whatever_the_import_order) {
     /* X: driver 580 / CUDA 13.0; Z: 590 / 13.1 and 5% faster, same model */
-    tt_fleet_rec x = fu_rec(0, 2048, 64, fu_ms(2048, 400), "x"), z = fu_rec(0, 2048, 32, fu_ms(2048, 420), "z");
+    tt_fleet_rec x = fu_rec(0, 2048, 64, fu_ms(2048, 400), "x"),
+                 z = fu_rec(0, 2048, 32, fu_ms(2048, 420), "z");
     snprintf(x.rec.driver, sizeof x.rec.driver, "580.159.04");
     snprintf(x.gpu.driver, sizeof x.gpu.driver, "580.159.04");
     snprintf(z.rec.driver, sizeof z.rec.driver, "590.48.01");
@@ -672,7 +676,8 @@ TEST(a_key_twice_in_one_table_is_refused) {
     fu_tmpdir(dir, sizeof dir);
     snprintf(db, sizeof db, "%s/t.db", dir);
     snprintf(f1, sizeof f1, "%s/1.json", dir);
-    tt_fleet_rec t[3] = {fu_rec(0, 1024, 64, 1.0, "a"), fu_rec(0, 2048, 64, 2.0, "a"), fu_rec(0, 1024, 32, 0.9, "a")};
+    tt_fleet_rec t[3] = {fu_rec(0, 1024, 64, 1.0, "a"), fu_rec(0, 2048, 64, 2.0, "a"),
+                         fu_rec(0, 1024, 32, 0.9, "a")};
     fu_write_table(f1, t, 3, NULL);
     tt_fleet_counts c = import_file(db, f1, TT_POLICY_FASTER, 0);
     ASSERT_EQ(c.added, 2);

@@ -140,7 +140,8 @@ TEST(import_twice_dry_run_and_diff_of_a_changed_table) {
     free(after);
 
     /* a table with one key 3x faster on another config */
-    tt_fleet_rec better[2] = {fu_rec(0, 512, 128, fu_ms(512, 900.0), "node-b"), fu_rec(0, 777, 64, 1.0, "node-b")};
+    tt_fleet_rec better[2] = {fu_rec(0, 512, 128, fu_ms(512, 900.0), "node-b"),
+                              fu_rec(0, 777, 64, 1.0, "node-b")};
     better[0].rec.config.block_m = 64;
     fu_write_table(g, better, 2, NULL);
     cli(&r, "--socket", a.sock, "import", "--dry-run", "--json", g, NULL);
@@ -205,7 +206,8 @@ TEST(bad_files_are_refused_with_their_reason_and_change_nothing) {
     char good[400];
     snprintf(good, sizeof good, "%s/good.json", a.dir);
     cli_result r;
-    tt_fleet_rec two[2] = {fu_rec(0, 4444, 64, fu_ms(4444, 400), "n"), fu_rec(1, 5555, 64, fu_ms(5555, 400), "n")};
+    tt_fleet_rec two[2] = {fu_rec(0, 4444, 64, fu_ms(4444, 400), "n"),
+                           fu_rec(1, 5555, 64, fu_ms(5555, 400), "n")};
     fu_write_table(good, two, 2, NULL);
     FILE *gf = fopen(good, "r");
     static char whole[16384];
@@ -230,18 +232,22 @@ TEST(bad_files_are_refused_with_their_reason_and_change_nothing) {
     memcpy(strstr(corrupt, "\"version\":1"), "\"version\":9", 11);
     CASE("future version", put_file(a.dir, "future", corrupt, wlen), "format version 9 is newer");
     free(corrupt);
-    CASE("wrong type", edited_table(a.dir, "type", "\"reps\":50", "\"reps\":\"50\""), "'reps' must be a whole number");
+    CASE("wrong type", edited_table(a.dir, "type", "\"reps\":50", "\"reps\":\"50\""),
+         "'reps' must be a whole number");
     CASE("unknown field", edited_table(a.dir, "field", "\"reps\":50", "\"reps\":50,\"speedup\":2"),
          "unknown field 'speedup'");
-    CASE("seqlen", edited_table(a.dir, "seqlen", "\"seqlen_q\":333", "\"seqlen_q\":0"), "'key.seqlen_q' 0 is out of range");
+    CASE("seqlen", edited_table(a.dir, "seqlen", "\"seqlen_q\":333", "\"seqlen_q\":0"),
+         "'key.seqlen_q' 0 is out of range");
     CASE("hdim", edited_table(a.dir, "hdim", "\"hdim\":128", "\"hdim\":48"), "unsupported head_dim 48");
     CASE("dtype", edited_table(a.dir, "dtype", "\"fp16\"", "\"fp8\""), "unsupported dtype 'fp8'");
     /* valid knobs, but not a shape the kernel takes at this head_dim:
      * only the daemon knows the kernel's rule */
-    CASE("config for hdim", edited_table(a.dir, "cfg", "warps=4", "warps=1"), "not valid at head_dim 128 on Fleet GPU 0");
+    CASE("config for hdim", edited_table(a.dir, "cfg", "warps=4", "warps=1"),
+         "not valid at head_dim 128 on Fleet GPU 0");
     CASE("gpu model", edited_table(a.dir, "gpu", "\"sm_count\":132", "\"sm_count\":99"),
          "not the fingerprint of the GPU described");
-    CASE("kernel revision", edited_table(a.dir, "rev", "\"rev\":\"abc123\"", "\"rev\":\"\""), "'key.rev' must be");
+    CASE("kernel revision", edited_table(a.dir, "rev", "\"rev\":\"abc123\"", "\"rev\":\"\""),
+         "'key.rev' must be");
     /* 100 MB of junk: refused at its first line, never sent */
     char junkp[400];
     snprintf(junkp, sizeof junkp, "%s/junk", a.dir);
@@ -417,13 +423,12 @@ TEST(tune_shards_split_the_grid) {
         total += keys;
     }
     ASSERT_EQ(total, 32);
-    cli(&r, "--socket", a.sock, "tune", "--seqlen", "512", "--hdim", "64", "--dtype", "fp16", "--causal", "no",
-        "--shard", "2/3", NULL);
+    cli(&r, "--socket", a.sock, "tune", "--seqlen", "512", "--hdim", "64", "--dtype", "fp16", "--causal",
+        "no", "--shard", "2/3", NULL);
     ASSERT_EQ(r.rc, 1);
     ASSERT_CONTAINS(r.err, "empty");
     ASSERT_EQ(td_stop(&a, SIGTERM), 0);
 }
-
 
 /* ---- shards, strict imports over files, the table's identity ------------------- */
 
@@ -482,8 +487,8 @@ TEST(a_shard_export_holds_the_shards_keys_and_nothing_else) {
     start_with_fake_gpu(&a);
     td_start(&b, NULL);
     cli_result r;
-    cli(&r, "--socket", a.sock, "tune", "--seqlen", "256,512,1024", "--hdim", "64,128", "--dtype", "fp16", "--causal",
-        "both", "--shard", "2/3", NULL);
+    cli(&r, "--socket", a.sock, "tune", "--seqlen", "256,512,1024", "--hdim", "64,128", "--dtype", "fp16",
+        "--causal", "both", "--shard", "2/3", NULL);
     int keys = 0;
     int64_t job = queued_job(&r, &keys);
     ASSERT_EQ(keys, 4); /* 12 keys over 3 shards */
@@ -512,13 +517,16 @@ TEST(strict_over_several_files_imports_none_when_the_daemon_refuses_one) {
     char f1[400], f2[400];
     snprintf(f1, sizeof f1, "%s/1.json", a.dir);
     snprintf(f2, sizeof f2, "%s/2.json", a.dir);
-    tt_fleet_rec one[2] = {fu_rec(0, 1024, 64, fu_ms(1024, 300), "n"), fu_rec(0, 2048, 64, fu_ms(2048, 300), "n")};
+    tt_fleet_rec one[2] = {fu_rec(0, 1024, 64, fu_ms(1024, 300), "n"),
+                           fu_rec(0, 2048, 64, fu_ms(2048, 300), "n")};
     /* a ws record on an sm_80 model: well-formed, plausible, and only
      * the daemon's arch check refuses it */
-    tt_fleet_rec two[2] = {fu_rec(0, 4096, 64, fu_ms(4096, 300), "n"), fu_rec(0, 8192, 64, fu_ms(8192, 200), "n")};
+    tt_fleet_rec two[2] = {fu_rec(0, 4096, 64, fu_ms(4096, 300), "n"),
+                           fu_rec(0, 8192, 64, fu_ms(8192, 200), "n")};
     ASSERT_OK(tt__config_default_sm90(&two[1].rec.key, &two[1].rec.config));
     two[1].gpu.cc_major = 8;
-    tt_gpu_fingerprint(two[1].gpu.name, 8, 0, two[1].gpu.sm_count, two[1].gpu.mem_bytes, two[1].gpu.fingerprint);
+    tt_gpu_fingerprint(two[1].gpu.name, 8, 0, two[1].gpu.sm_count, two[1].gpu.mem_bytes,
+                       two[1].gpu.fingerprint);
     snprintf(two[1].rec.key.gpu, sizeof two[1].rec.key.gpu, "%s", two[1].gpu.fingerprint);
     fu_write_table(f1, one, 2, "1/2");
     fu_write_table(f2, two, 2, "2/2");
@@ -551,7 +559,8 @@ TEST(status_and_metrics_name_the_table_and_its_stale_keys) {
     tt_store *s;
     char err[256];
     ASSERT_OK(tt_store_open(a.db, &s, err, sizeof err));
-    tt_fleet_rec old[2] = {fu_rec(0, 1024, 64, fu_ms(1024, 100), "a"), fu_rec(0, 2048, 64, fu_ms(2048, 100), "a")};
+    tt_fleet_rec old[2] = {fu_rec(0, 1024, 64, fu_ms(1024, 100), "a"),
+                           fu_rec(0, 2048, 64, fu_ms(2048, 100), "a")};
     for (int i = 0; i < 2; i++) {
         tt_fleet_rec *f = &old[i];
         snprintf(f->gpu.name, sizeof f->gpu.name, "Fake GPU");
@@ -585,7 +594,8 @@ TEST(status_and_metrics_name_the_table_and_its_stale_keys) {
     snprintf(q, sizeof q, "LOOKUP gpu=%s dtype=fp16 hdim=128 seqlen_q=4096", fake);
     ASSERT(!strstr(td_req(fd, q), "stale="));
     cli_result r;
-    cli(&r, "--socket", a.sock, "lookup", "--gpu", fake, "--dtype", "fp16", "--hdim", "128", "--seqlen", "1024", NULL);
+    cli(&r, "--socket", a.sock, "lookup", "--gpu", fake, "--dtype", "fp16", "--hdim", "128", "--seqlen",
+        "1024", NULL);
     ASSERT_CONTAINS(r.out, "tuned for another kernel revision only");
     /* the export reports the checksum STATUS shows */
     char f[400];
@@ -614,9 +624,11 @@ TEST(diff_matches_keys_across_revisions_and_exits_1_on_differences) {
     fu_tmpdir(dir, sizeof dir);
     snprintf(fa, sizeof fa, "%s/a.json", dir);
     snprintf(fb, sizeof fb, "%s/b.json", dir);
-    tt_fleet_rec a[2] = {fu_rec(0, 1024, 64, fu_ms(1024, 300), "n"), fu_rec(0, 2048, 64, fu_ms(2048, 300), "n")};
+    tt_fleet_rec a[2] = {fu_rec(0, 1024, 64, fu_ms(1024, 300), "n"),
+                         fu_rec(0, 2048, 64, fu_ms(2048, 300), "n")};
     tt_fleet_rec b[2] = {a[0], a[1]};
-    for (int i = 0; i < 2; i++) snprintf(b[i].rec.key.rev, sizeof b[i].rec.key.rev, "def456"); /* an upgrade */
+    for (int i = 0; i < 2; i++)
+        snprintf(b[i].rec.key.rev, sizeof b[i].rec.key.rev, "def456"); /* an upgrade */
     fu_write_table(fa, a, 2, NULL);
     fu_write_table(fb, b, 2, NULL);
     cli_result r;
@@ -689,7 +701,8 @@ static const char *hostile_import(fake_daemon *f, const char *line) {
     if (strncmp(line, "IMPORT ", 7) != 0) return "";
     if (hostile_refuses) return "ERR permission \x1b[31mred\x1b[0m\n";
     return "OK added=0 replaced=0 kept=0 rejected=1 stale=0 foreign=0 history=0 committed=1 lines=1\n"
-           "record=1 \x1b]0;owned\x07" "bad\n";
+           "record=1 \x1b]0;owned\x07"
+           "bad\n";
 }
 
 /* What the daemon says about an import reaches the terminal without

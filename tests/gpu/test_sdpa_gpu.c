@@ -110,8 +110,8 @@ static float gauss(void) { return (float)(sqrt(-2.0 * log(uniform())) * cos(6.28
 typedef struct problem {
     int B, Hq, Hkv, Lq, Lk, D;
     tt_dtype dt;
-    int causal; /* 0 none, 1 top-left, 2 bottom-right */
-    int blhd;   /* 1: tensors stored [B, L, H, D] */
+    int causal;            /* 0 none, 1 top-left, 2 bottom-right */
+    int blhd;              /* 1: tensors stored [B, L, H, D] */
     int zero_batch_stride; /* 1 (B = 1 only): batch strides 0, as an expanded tensor has */
 } problem;
 
@@ -233,7 +233,8 @@ static void check(const problem *p, const buffers *b, double *rel, double *lse_e
     for (size_t i = 0; i < (size_t)p->B * p->Hq * p->Lq; i++) {
         int empty = visible_keys(p, (int)(i % (size_t)p->Lq)) == 0;
         if (empty ? b->hlse[i] != -INFINITY : !isfinite(b->hlse[i]))
-            TT_FAIL_AT("%s: LSE %zu is %f (row %s)", what, i, (double)b->hlse[i], empty ? "sees no key" : "sees keys");
+            TT_FAIL_AT("%s: LSE %zu is %f (row %s)", what, i, (double)b->hlse[i],
+                       empty ? "sees no key" : "sees keys");
     }
     double *s = malloc((size_t)p->Lk * sizeof *s), *acc = malloc((size_t)p->D * sizeof *acc);
     int all_rows = p->Lq <= 256;
@@ -241,8 +242,8 @@ static void check(const problem *p, const buffers *b, double *rel, double *lse_e
         for (int h = 0; h < p->Hq; h++) {
             int hk = h / (p->Hq / p->Hkv);
             for (int i = 0; i < p->Lq; i++) {
-                if (!all_rows && !(i < 3 || i >= p->Lq - 3 || i % 64 == 63 || i % 64 == 0 ||
-                                   uniform() < 0.01))
+                if (!all_rows &&
+                    !(i < 3 || i >= p->Lq - 3 || i % 64 == 63 || i % 64 == 0 || uniform() < 0.01))
                     continue;
                 const uint16_t *qr = b->hq + bb * b->qs[0] + h * b->qs[1] + (int64_t)i * b->qs[2];
                 int nk = visible_keys(p, i);
@@ -265,7 +266,8 @@ static void check(const problem *p, const buffers *b, double *rel, double *lse_e
                 const uint16_t *orow = b->ho + bb * b->qs[0] + h * b->qs[1] + (int64_t)i * b->qs[2];
                 if (nk == 0) { /* O = 0 exactly, LSE checked above */
                     for (int e = 0; e < p->D; e++)
-                        if (to_f(orow[e], p->dt) != 0.f) TT_FAIL_AT("%s: row %d sees no key, O != 0", what, i);
+                        if (to_f(orow[e], p->dt) != 0.f)
+                            TT_FAIL_AT("%s: row %d sees no key, O != 0", what, i);
                     continue;
                 }
                 for (int e = 0; e < p->D; e++) {
@@ -298,9 +300,9 @@ static void expect_correct(const problem *p, const tt_config *cfg, const tt__ker
     double rel, lse;
     check(p, &b, &rel, &lse, what);
     if (rel > tolerance(p->dt) || lse > 1e-3)
-        TT_FAIL_AT("%s: B%d Hq%d Hkv%d Lq%d Lk%d D%d %s causal%d blhd%d: rel %.3g (tol %.3g), lse %.3g",
-                   what, p->B, p->Hq, p->Hkv, p->Lq, p->Lk, p->D, p->dt ? "bf16" : "fp16", p->causal,
-                   p->blhd, rel, tolerance(p->dt), lse);
+        TT_FAIL_AT("%s: B%d Hq%d Hkv%d Lq%d Lk%d D%d %s causal%d blhd%d: rel %.3g (tol %.3g), lse %.3g", what,
+                   p->B, p->Hq, p->Hkv, p->Lq, p->Lk, p->D, p->dt ? "bf16" : "fp16", p->causal, p->blhd, rel,
+                   tolerance(p->dt), lse);
     teardown(&b);
 }
 
@@ -312,7 +314,7 @@ TEST(host_16bit_conversions) {
     ASSERT_EQ(f2h(-2.5f), 0xc100);
     ASSERT_EQ(f2h(65504.0f), 0x7bff);
     ASSERT_EQ(f2h(1e6f), 0x7c00);
-    ASSERT_EQ(f2h(5.9604645e-8f), 0x0001); /* smallest subnormal */
+    ASSERT_EQ(f2h(5.9604645e-8f), 0x0001);      /* smallest subnormal */
     ASSERT_EQ(f2h(1.0f + 1.0f / 2048), 0x3c00); /* ties to even */
     ASSERT_EQ(f2h(1.0f + 3.0f / 2048), 0x3c02);
     ASSERT_EQ(f2b(1.0f), 0x3f80);
@@ -412,7 +414,8 @@ TEST(every_variant_of_the_space) {
  * persistent or not, ping-pong or not. */
 TEST(ws_strides_and_fallback) {
     need_gpu();
-    if (dev.limits.arch != 90) TT_SKIP("family ws runs on sm_90 only (this GPU: sm_%d)", (int)dev.limits.arch);
+    if (dev.limits.arch != 90)
+        TT_SKIP("family ws runs on sm_90 only (this GPU: sm_%d)", (int)dev.limits.arch);
     /* clang-format off */
     const tt_config cfgs[3] = {
         {.family = TT_FAMILY_WS, .block_m = 128, .block_n = 128, .warps = 12, .stages = 2, .layout = 1, .q_in_regs = 0},
@@ -440,7 +443,8 @@ TEST(ws_strides_and_fallback) {
         problem odd = {1, 2, 2, 129, 130, d, TT_DTYPE_BF16, 2, 0, 0};
         expect_correct(&odd, &cfgs[i], NULL, "ws, bottom-right, one key more than queries");
         problem empty = {1, 4, 2, 333, 200, d, TT_DTYPE_BF16, 2, 0, 0};
-        expect_correct(&empty, &cfgs[i], NULL, "ws config, bottom-right with rows that see no key (another family runs)");
+        expect_correct(&empty, &cfgs[i], NULL,
+                       "ws config, bottom-right with rows that see no key (another family runs)");
     }
     /* the kernel itself, handed strides it cannot map */
     tt__variant v;

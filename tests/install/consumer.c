@@ -8,16 +8,15 @@
 
 #include <tiletune.h>
 
-#define CHECK(cond)                                                     \
-    do {                                                                \
-        if (!(cond)) {                                                  \
-            fprintf(stderr, "consumer: check failed: %s\n", #cond);    \
-            return 1;                                                   \
-        }                                                               \
+#define CHECK(cond)                                                 \
+    do {                                                            \
+        if (!(cond)) {                                              \
+            fprintf(stderr, "consumer: check failed: %s\n", #cond); \
+            return 1;                                               \
+        }                                                           \
     } while (0)
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: consumer SOCKET\n");
         return 2;
@@ -50,8 +49,7 @@ int main(int argc, char **argv)
 
     printf("version=%s\n", TT_VERSION_STRING);
     printf("default=%s\n", text);
-    printf("lookup=%s match=%s\n", rc == TT_FALLBACK ? "fallback" : "answered",
-           tt_match_name(r.match));
+    printf("lookup=%s match=%s\n", rc == TT_FALLBACK ? "fallback" : "answered", tt_match_name(r.match));
     printf("strerror=%s\n", tt_strerror(TT_ERR_NODAEMON));
     return 0;
 }

@@ -134,8 +134,9 @@ TEST(cubin_attributes_match_the_ptxas_report) {
         if (i == 1) ASSERT(r.stack_frame > 0); /* 128x128 at d128 spills */
         ASSERT_EQ(tt__cubin_elf_report(c->data, c->len, "no_such_kernel", &r), TT_ERR_NOTFOUND);
         ASSERT_EQ(tt__cubin_elf_report(c->data, 40, TT_SDPA_ENTRY, &r), TT_ERR_CORRUPT);
-        ASSERT_EQ(tt__cubin_elf_report("not an elf image at all, really not.....................",
-                                       56, TT_SDPA_ENTRY, &r), TT_ERR_CORRUPT);
+        ASSERT_EQ(tt__cubin_elf_report("not an elf image at all, really not.....................", 56,
+                                       TT_SDPA_ENTRY, &r),
+                  TT_ERR_CORRUPT);
         tt__cubin_free(c);
     }
 }
@@ -159,18 +160,20 @@ static size_t tiny_elf(unsigned char *b, size_t cap, uint32_t regs) {
     memcpy(b + str_off, str, sizeof str);
     put_le(b + sym_off + 24, 1, 4); /* symbol 1's name: strtab offset 1 */
     size_t info_off = (o += 48);
-    b[info_off] = 0x04; /* EIFMT_SVAL */
+    b[info_off] = 0x04;     /* EIFMT_SVAL */
     b[info_off + 1] = 0x2f; /* EIATTR_REGCOUNT */
     put_le(b + info_off + 2, 8, 2);
     put_le(b + info_off + 4, 1, 4);
     put_le(b + info_off + 8, regs, 4);
     size_t shoff = (o += 16);
-    struct { uint32_t name, type, link; uint64_t off, size, entsize; } sh[5] = {
-        {0, 0, 0, 0, 0, 0},
-        {1, 3, 0, shstr_off, sizeof shstr, 0},
-        {11, 3, 0, str_off, sizeof str, 0},
-        {19, 2, 2, sym_off, 48, 24},
-        {27, 0x70000000, 0, info_off, 16, 0}};
+    struct {
+        uint32_t name, type, link;
+        uint64_t off, size, entsize;
+    } sh[5] = {{0, 0, 0, 0, 0, 0},
+               {1, 3, 0, shstr_off, sizeof shstr, 0},
+               {11, 3, 0, str_off, sizeof str, 0},
+               {19, 2, 2, sym_off, 48, 24},
+               {27, 0x70000000, 0, info_off, 16, 0}};
     for (int i = 0; i < 5; i++) {
         unsigned char *h = b + shoff + 64 * (size_t)i;
         put_le(h, sh[i].name, 4);
@@ -198,8 +201,13 @@ TEST(ws_bottom_right_compiles_clean) {
     for (int causal = 1; causal <= 2; causal++) {
         tt__variant v;
         memset(&v, 0, sizeof v);
-        v.config = (tt_config){.family = TT_FAMILY_WS, .block_m = 128, .block_n = 128, .warps = 12, .stages = 2,
-                               .layout = 1, .q_in_regs = 1};
+        v.config = (tt_config){.family = TT_FAMILY_WS,
+                               .block_m = 128,
+                               .block_n = 128,
+                               .warps = 12,
+                               .stages = 2,
+                               .layout = 1,
+                               .q_in_regs = 1};
         v.head_dim = 128;
         v.dtype = TT_DTYPE_BF16;
         v.causal = causal;
@@ -209,7 +217,8 @@ TEST(ws_bottom_right_compiles_clean) {
         char err[4096];
         if (tt__jit_compile(&o, &v, &c, err, sizeof err) < 0) TT_FAIL_AT("causal %d: %s", causal, err);
         if (!tt__report_clean(&c->report))
-            TT_FAIL_AT("causal %d: spills %d+%d bytes", causal, (int)c->report.spill_stores, (int)c->report.spill_loads);
+            TT_FAIL_AT("causal %d: spills %d+%d bytes", causal, (int)c->report.spill_stores,
+                       (int)c->report.spill_loads);
         tt__cubin_free(c);
     }
 }
@@ -322,7 +331,10 @@ static void damage_and_rebuild(void (*how)(const char *path, size_t len)) {
 }
 
 static void truncate_half(const char *path, size_t len) { ASSERT_OK(truncate(path, (off_t)(len / 2))); }
-static void truncate_header(const char *path, size_t len) { (void)len; ASSERT_OK(truncate(path, 10)); }
+static void truncate_header(const char *path, size_t len) {
+    (void)len;
+    ASSERT_OK(truncate(path, 10));
+}
 static void flip_payload_byte(const char *path, size_t len) {
     int fd = open(path, O_RDWR);
     ASSERT(fd >= 0);

@@ -18,7 +18,8 @@ static void need_nvrtc(void) {
 
 /* The first n variants of family `family` in the space of a key on `arch`
  * (distinct programs unless the family has host-only knobs). */
-static void space_variants(int family, int32_t head_dim, int64_t seqlen_q, int arch, tt__variant *out, size_t n) {
+static void space_variants(int family, int32_t head_dim, int64_t seqlen_q, int arch, tt__variant *out,
+                           size_t n) {
     tt__device_limits d;
     ASSERT_OK(tt__device_limits_nominal(arch, &d));
     tt_key k;

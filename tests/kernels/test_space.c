@@ -78,8 +78,8 @@ TEST(every_variant_compiles_for_sm80_and_sm90) {
                         tt_config_format(&v->config, cfg, sizeof cfg);
                         compiled++;
                         if (e[i].status == TT_VARIANT_COMPILE_ERROR) {
-                            printf("COMPILE ERROR sm_%d d%d dt%d causal%d %s: %.200s\n", archs[ai],
-                                   hds[hi], dt, causal, cfg, e[i].error);
+                            printf("COMPILE ERROR sm_%d d%d dt%d causal%d %s: %.200s\n", archs[ai], hds[hi],
+                                   dt, causal, cfg, e[i].error);
                             failures++;
                             continue;
                         }

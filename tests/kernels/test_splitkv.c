@@ -260,11 +260,12 @@ TEST(every_space_variant_compiles_clean) {
                 const tt_config *c = &e[i].variant.config;
                 if (c->split_ctas != 0) continue; /* host-only knob: same program */
                 tt__cubin *cb = NULL;
-                if (tt__jit_compile(NULL, &e[i].variant, &cb, err, sizeof err) < 0) TT_FAIL_AT("compile: %s", err);
+                if (tt__jit_compile(NULL, &e[i].variant, &cb, err, sizeof err) < 0)
+                    TT_FAIL_AT("compile: %s", err);
                 if (!tt__report_clean(&cb->report))
-                    TT_FAIL_AT("sm_%d bm %d bn %d w %d st %d: %d B spilled, %d B stack", arch[a], (int)c->block_m,
-                               (int)c->block_n, (int)c->warps, (int)c->stages, (int)cb->report.spill_stores,
-                               (int)cb->report.stack_frame);
+                    TT_FAIL_AT("sm_%d bm %d bn %d w %d st %d: %d B spilled, %d B stack", arch[a],
+                               (int)c->block_m, (int)c->block_n, (int)c->warps, (int)c->stages,
+                               (int)cb->report.spill_stores, (int)cb->report.stack_frame);
                 tt__cubin_free(cb);
                 compiled++;
             }

@@ -68,14 +68,18 @@ TEST(every_default_is_legal_where_it_runs) {
     const struct {
         int64_t lq, lk;
         int32_t group;
-    } shapes[] = {{1024, 1024, 1}, {1, 32768, 1}, {1, 32768, 4}, {1, 4096, 16}, {8, 8192, 4},
+    } shapes[] = {{1024, 1024, 1}, {1, 32768, 1}, {1, 32768, 4},  {1, 4096, 16},   {8, 8192, 4},
                   {64, 8192, 1},   {64, 8192, 4}, {512, 8192, 4}, {512, 32768, 1}, {4096, 1024, 1}};
     int checked = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int i = 0; i < 5; i++)
             for (int c = 0; c < 3; c++) {
-                tt_key_v2 k = {.dtype = TT_DTYPE_BF16, .head_dim = dims[i], .causal = c, .seqlen_q = shapes[s].lq,
-                               .seqlen_k = shapes[s].lk, .group = shapes[s].group};
+                tt_key_v2 k = {.dtype = TT_DTYPE_BF16,
+                               .head_dim = dims[i],
+                               .causal = c,
+                               .seqlen_q = shapes[s].lq,
+                               .seqlen_k = shapes[s].lk,
+                               .group = shapes[s].group};
                 tt_config portable, own;
                 char err[256];
                 ASSERT_OK(tt_config_default_v2(&k, &portable));
@@ -83,8 +87,9 @@ TEST(every_default_is_legal_where_it_runs) {
                     tt__device_limits d;
                     ASSERT_OK(tt__device_limits_nominal(archs[a], &d));
                     if (tt__variant_check(&portable, dims[i], &d, err, sizeof err) < 0)
-                        TT_FAIL_AT("d%d causal %d %lldx%lld group %d: portable default on sm_%d: %s", dims[i], c,
-                                   (long long)k.seqlen_q, (long long)k.seqlen_k, (int)k.group, archs[a], err);
+                        TT_FAIL_AT("d%d causal %d %lldx%lld group %d: portable default on sm_%d: %s", dims[i],
+                                   c, (long long)k.seqlen_q, (long long)k.seqlen_k, (int)k.group, archs[a],
+                                   err);
                     ASSERT_OK(tt__config_default_arch(&k, archs[a], &own));
                     if (tt__variant_check(&own, dims[i], &d, err, sizeof err) < 0)
                         TT_FAIL_AT("d%d causal %d %lldx%lld group %d: sm_%d default: %s", dims[i], c,
@@ -96,18 +101,20 @@ TEST(every_default_is_legal_where_it_runs) {
                  * dim; Hopper's prefill runs ws (wgmma for bottom-right) */
                 ASSERT_OK(tt__config_default_arch(&k, 90, &own));
                 const int64_t rows = k.seqlen_q * k.group;
-                const int skv = dims[i] != 96, decode = k.seqlen_q <= 16, chunk = 4 * k.seqlen_q <= k.seqlen_k;
+                const int skv = dims[i] != 96, decode = k.seqlen_q <= 16,
+                          chunk = 4 * k.seqlen_q <= k.seqlen_k;
                 int32_t want;
                 if (skv && (decode || (chunk && rows <= 1024))) want = TT_FAMILY_SPLITKV;
                 else if (dims[i] % 64 != 0) /* no sm_90 row: the portable one */
                     want = skv && chunk ? TT_FAMILY_SPLITKV : TT_FAMILY_MMA;
                 else if (c == 2 && k.seqlen_q > k.seqlen_k) want = TT_FAMILY_WGMMA;
                 /* short causal d64: one CTA a 64-row wgmma tile */
-                else if (dims[i] == 64 && c > 0 && k.seqlen_q <= 1024 && k.seqlen_k <= 1024) want = TT_FAMILY_WGMMA;
+                else if (dims[i] == 64 && c > 0 && k.seqlen_q <= 1024 && k.seqlen_k <= 1024)
+                    want = TT_FAMILY_WGMMA;
                 else want = TT_FAMILY_WS;
                 if (own.family != want)
-                    TT_FAIL_AT("d%d causal %d %lldx%lld group %d: sm_90 default family %d, want %d", dims[i], c,
-                               (long long)k.seqlen_q, (long long)k.seqlen_k, (int)k.group, (int)own.family,
+                    TT_FAIL_AT("d%d causal %d %lldx%lld group %d: sm_90 default family %d, want %d", dims[i],
+                               c, (long long)k.seqlen_q, (long long)k.seqlen_k, (int)k.group, (int)own.family,
                                (int)want);
                 ASSERT_EQ(portable.family, skv && (decode || chunk) ? TT_FAMILY_SPLITKV : TT_FAMILY_MMA);
             }
@@ -123,7 +130,10 @@ TEST(decode_defaults_follow_the_packed_rows) {
         int32_t group, block_m;
     } cases[] = {{1, 1, 16}, {1, 4, 16}, {1, 16, 16}, {8, 4, 32}, {16, 4, 64}, {16, 8, 128}, {16, 16, 128}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        tt_key_v2 k = {.dtype = TT_DTYPE_FP16, .head_dim = 128, .seqlen_q = cases[i].lq, .seqlen_k = 65536,
+        tt_key_v2 k = {.dtype = TT_DTYPE_FP16,
+                       .head_dim = 128,
+                       .seqlen_q = cases[i].lq,
+                       .seqlen_k = 65536,
                        .group = cases[i].group};
         tt_config c;
         ASSERT_OK(tt_config_default_v2(&k, &c));
@@ -362,20 +372,25 @@ TEST(family_table_is_consistent) {
             for (size_t j = 0; j < tt__family_count; j++)
                 for (int d = 0; d < 2 && tt__families[j]->defaults[d].lookup; d++) {
                     int32_t a = tt__families[j]->defaults[d].arch;
-                    covered |= a == 0 ? tt__families[j]->arch_min <= f->arch_min && tt__families[j]->arch_max >= f->arch_max
+                    covered |= a == 0 ? tt__families[j]->arch_min <= f->arch_min &&
+                                            tt__families[j]->arch_max >= f->arch_max
                                       : a == f->arch_min && a == f->arch_max;
                 }
-            if (!covered) TT_FAIL_AT("%s has no default table and no other family's covers its archs", f->name);
+            if (!covered)
+                TT_FAIL_AT("%s has no default table and no other family's covers its archs", f->name);
         }
         const tt__knob_values *lists = (const tt__knob_values *)&f->space;
         for (int k = 0; k < tt__knob_count(); k++) {
             const tt__knob *kn = tt__knob_at(k);
             if (k == TT__KNOB_family) continue;
             if (f->reads & (1u << k)) {
-                if (lists[k].n < 1) TT_FAIL_AT("%s reads %s but its space has no value for it", f->name, kn->name);
-                for (int j = 0; j < lists[k].n; j++) ASSERT(lists[k].v[j] >= kn->min && lists[k].v[j] <= kn->max);
+                if (lists[k].n < 1)
+                    TT_FAIL_AT("%s reads %s but its space has no value for it", f->name, kn->name);
+                for (int j = 0; j < lists[k].n; j++)
+                    ASSERT(lists[k].v[j] >= kn->min && lists[k].v[j] <= kn->max);
             } else {
-                if (lists[k].n != 0) TT_FAIL_AT("%s lists values of %s, which it does not read", f->name, kn->name);
+                if (lists[k].n != 0)
+                    TT_FAIL_AT("%s lists values of %s, which it does not read", f->name, kn->name);
                 int32_t pin = tt__knob_get(kn, &f->pinned);
                 ASSERT(pin >= kn->min && pin <= kn->max);
             }

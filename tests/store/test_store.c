@@ -286,18 +286,20 @@ TEST(migration_keeps_versions_per_record) {
              "INSERT INTO kernel_rev VALUES ('%s', '', 1);",
              TT_STORE_APPLICATION_ID, GPU_A, REV);
     raw_exec(p, sql);
-    snprintf(sql, sizeof sql,
-             "INSERT INTO measurement (id, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads,"
-             " family, block_m, block_n, warps, stages, layout, q_in_regs, time_ms, measured_at, status)"
-             " VALUES (1, '%s', '%s', 'fp16', 128, 0, 1024, 1024, 4, 16, 0, 128, 64, 4, 2, 1, 0, 1.0, 1, 'ok');",
-             GPU_A, REV);
+    snprintf(
+        sql, sizeof sql,
+        "INSERT INTO measurement (id, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads,"
+        " family, block_m, block_n, warps, stages, layout, q_in_regs, time_ms, measured_at, status)"
+        " VALUES (1, '%s', '%s', 'fp16', 128, 0, 1024, 1024, 4, 16, 0, 128, 64, 4, 2, 1, 0, 1.0, 1, 'ok');",
+        GPU_A, REV);
     raw_exec(p, sql);
     for (int own = 0; own < 2; own++) {
-        snprintf(sql, sizeof sql,
-                 "INSERT INTO best (gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads, family,"
-                 " block_m, block_n, warps, stages, layout, q_in_regs, time_ms, measured_at, measurement_id)"
-                 " VALUES ('%s', '%s', 'fp16', 128, 0, %d, %d, 4, 16, 0, 128, 64, 4, 2, 1, 0, 1.0, 1, %s);",
-                 GPU_A, REV, own ? 1024 : 2048, own ? 1024 : 2048, own ? "1" : "NULL");
+        snprintf(
+            sql, sizeof sql,
+            "INSERT INTO best (gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads, family,"
+            " block_m, block_n, warps, stages, layout, q_in_regs, time_ms, measured_at, measurement_id)"
+            " VALUES ('%s', '%s', 'fp16', 128, 0, %d, %d, 4, 16, 0, 128, 64, 4, 2, 1, 0, 1.0, 1, %s);",
+            GPU_A, REV, own ? 1024 : 2048, own ? 1024 : 2048, own ? "1" : "NULL");
         raw_exec(p, sql);
     }
     tt_store *s = open_ok(p);
@@ -328,21 +330,21 @@ TEST(migration_keeps_versions_per_record) {
 TEST(migrates_a_version_1_database_with_data) {
     const char *p = fresh_path();
     raw_exec(p, tt_schema_sql);
-    raw_exec(p,
-             "PRAGMA application_id = 1414816866; PRAGMA user_version = 1;"
-             "INSERT INTO gpu VALUES ('a1b2c3d4e5f60718', 'NVIDIA H200', 9, 0, 132, 1, '', '', '', 1, 1);"
-             "INSERT INTO kernel_rev VALUES ('feedbeef00112233', 'v1 kernel', 1);"
-             "INSERT INTO measurement (id, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads,"
-             " family, block_m, block_n, warps, stages, layout, q_in_regs, time_ms, reps, tflops, measured_at,"
-             " status) VALUES (7, 'a1b2c3d4e5f60718', 'feedbeef00112233', 'fp16', 128, 1, 1024, 1024, 8, 16,"
-             " 0, 128, 64, 4, 2, 1, 0, 0.5, 50, 200.0, 1700000000, 'ok');"
-             "INSERT INTO best (gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads, family,"
-             " block_m, block_n, warps, stages, layout, q_in_regs, time_ms, reps, tflops, measured_at,"
-             " measurement_id) VALUES ('a1b2c3d4e5f60718', 'feedbeef00112233', 'fp16', 128, 1, 1024, 1024,"
-             " 8, 16, 0, 128, 64, 4, 2, 1, 0, 0.5, 50, 200.0, 1700000000, 7);"
-             "INSERT INTO job (id, mode, created_at, updated_at) VALUES (3, 'fast', 1, 1);"
-             "INSERT INTO job_key (job_id, seq, dtype, head_dim, causal, seqlen_q, seqlen_k)"
-             " VALUES (3, 0, 'bf16', 64, 1, 2048, 2048);");
+    raw_exec(
+        p, "PRAGMA application_id = 1414816866; PRAGMA user_version = 1;"
+           "INSERT INTO gpu VALUES ('a1b2c3d4e5f60718', 'NVIDIA H200', 9, 0, 132, 1, '', '', '', 1, 1);"
+           "INSERT INTO kernel_rev VALUES ('feedbeef00112233', 'v1 kernel', 1);"
+           "INSERT INTO measurement (id, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads,"
+           " family, block_m, block_n, warps, stages, layout, q_in_regs, time_ms, reps, tflops, measured_at,"
+           " status) VALUES (7, 'a1b2c3d4e5f60718', 'feedbeef00112233', 'fp16', 128, 1, 1024, 1024, 8, 16,"
+           " 0, 128, 64, 4, 2, 1, 0, 0.5, 50, 200.0, 1700000000, 'ok');"
+           "INSERT INTO best (gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads, family,"
+           " block_m, block_n, warps, stages, layout, q_in_regs, time_ms, reps, tflops, measured_at,"
+           " measurement_id) VALUES ('a1b2c3d4e5f60718', 'feedbeef00112233', 'fp16', 128, 1, 1024, 1024,"
+           " 8, 16, 0, 128, 64, 4, 2, 1, 0, 0.5, 50, 200.0, 1700000000, 7);"
+           "INSERT INTO job (id, mode, created_at, updated_at) VALUES (3, 'fast', 1, 1);"
+           "INSERT INTO job_key (job_id, seq, dtype, head_dim, causal, seqlen_q, seqlen_k)"
+           " VALUES (3, 0, 'bf16', 64, 1, 2048, 2048);");
     ASSERT_EQ(raw_int(p, "PRAGMA user_version"), 1);
 
     tt_store *s = open_ok(p);
@@ -358,11 +360,13 @@ TEST(migrates_a_version_1_database_with_data) {
     ASSERT_EQ(r.config.stages, 2);
     ASSERT(r.time_ms == 0.5);
     ASSERT_EQ(raw_int(p, "SELECT measurement_id FROM best"), 7);
-    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM measurement WHERE id = 7 AND gqa_group = 1 AND causal = 1"), 1);
+    ASSERT_EQ(raw_int(p, "SELECT count(*) FROM measurement WHERE id = 7 AND gqa_group = 1 AND causal = 1"),
+              1);
     ASSERT_EQ(raw_int(p, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
     ASSERT_EQ(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE '%v1%'"), 0);
     ASSERT_EQ(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
-                         " ('measurement_key', 'best_measurement', 'job_key_state')"), 3);
+                         " ('measurement_key', 'best_measurement', 'job_key_state')"),
+              3);
     /* the queued key is claimed as it was queued */
     tt_job_claim c;
     ASSERT_OK(tt_store_job_next_key(s, GPU_A, &c));
@@ -414,15 +418,16 @@ TEST(migration_adds_split_ctas_and_keeps_rows) {
              "INSERT INTO kernel_rev VALUES ('%s', '', 1);",
              TT_STORE_APPLICATION_ID, GPU_A, REV);
     raw_exec(p, sql);
-    snprintf(sql, sizeof sql,
-             "INSERT INTO measurement (id, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads,"
-             " family, block_m, block_n, warps, stages, layout, q_in_regs, time_ms, measured_at, status, driver)"
-             " VALUES (1, '%s', '%s', 'fp16', 128, 0, 1024, 1024, 4, 16, 0, 128, 64, 4, 2, 1, 0, 1.0, 1, 'ok',"
-             " '580.1');"
-             "INSERT INTO best (gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads, family,"
-             " block_m, block_n, warps, stages, layout, q_in_regs, time_ms, measured_at, measurement_id, driver)"
-             " VALUES ('%s', '%s', 'fp16', 128, 0, 1024, 1024, 4, 16, 0, 128, 64, 4, 2, 1, 0, 1.0, 1, 1, '580.1');",
-             GPU_A, REV, GPU_A, REV);
+    snprintf(
+        sql, sizeof sql,
+        "INSERT INTO measurement (id, gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads,"
+        " family, block_m, block_n, warps, stages, layout, q_in_regs, time_ms, measured_at, status, driver)"
+        " VALUES (1, '%s', '%s', 'fp16', 128, 0, 1024, 1024, 4, 16, 0, 128, 64, 4, 2, 1, 0, 1.0, 1, 'ok',"
+        " '580.1');"
+        "INSERT INTO best (gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads, family,"
+        " block_m, block_n, warps, stages, layout, q_in_regs, time_ms, measured_at, measurement_id, driver)"
+        " VALUES ('%s', '%s', 'fp16', 128, 0, 1024, 1024, 4, 16, 0, 128, 64, 4, 2, 1, 0, 1.0, 1, 1, '580.1');",
+        GPU_A, REV, GPU_A, REV);
     raw_exec(p, sql);
     tt_store *s = open_ok(p);
     ASSERT_EQ(raw_int(p, "PRAGMA user_version"), TT_STORE_SCHEMA_VERSION);
@@ -561,7 +566,8 @@ static const char *db_with_commits_in_wal(int records) {
     snprintf(live, sizeof live, "%s/live.db", tmpdir);
     tt_store *s = open_ok(live);
     setup_ids(s);
-    for (int i = 1; i <= records; i++) add(s, rec_of(key_of(GPU_A, i), cfg_of(64, 1 + i % 4), TT_MEAS_OK, 1.0 + i));
+    for (int i = 1; i <= records; i++)
+        add(s, rec_of(key_of(GPU_A, i), cfg_of(64, 1 + i % 4), TT_MEAS_OK, 1.0 + i));
     snprintf(livewal, sizeof livewal, "%s-wal", live);
     copy_file(live, p);
     snprintf(wal, sizeof wal, "%s-wal", p);
@@ -642,8 +648,11 @@ static void db_with_foreign_wal(const char *p, char wal[420]) {
     snprintf(other, sizeof other, "%s/other.db", tmpdir);
     sqlite3 *db = NULL;
     ASSERT_EQ(sqlite3_open(other, &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; CREATE TABLE t(x); "
-                               "INSERT INTO t VALUES (1)", NULL, NULL, NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; CREATE TABLE t(x); "
+                           "INSERT INTO t VALUES (1)",
+                           NULL, NULL, NULL),
+              SQLITE_OK);
     snprintf(otherwal, sizeof otherwal, "%s-wal", other);
     snprintf(wal, 420, "%s-wal", p);
     copy_file(otherwal, wal);
@@ -733,8 +742,9 @@ static void db_with_wal_and_damage(const char *p) {
     copy_file(p, live);
     sqlite3 *db = NULL;
     ASSERT_EQ(sqlite3_open(live, &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "PRAGMA wal_autocheckpoint = 0; UPDATE gpu SET name = 'NVIDIA H200 NVL'", NULL, NULL,
-                           NULL), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA wal_autocheckpoint = 0; UPDATE gpu SET name = 'NVIDIA H200 NVL'", NULL,
+                           NULL, NULL),
+              SQLITE_OK);
     snprintf(livewal, sizeof livewal, "%s-wal", live);
     snprintf(wal, sizeof wal, "%s-wal", p);
     copy_file(live, p);
@@ -833,7 +843,8 @@ TEST(every_refusal_leaves_the_directory_as_it_was) {
             snprintf(wal, sizeof wal, "%s-wal", p);
             write_file(wal, h, sizeof h);
         }
-        expect_refusal_leaves_dir(p, TT_ERR_CORRUPT, i % 2 ? "page size of 768 bytes" : "page size of 0 bytes");
+        expect_refusal_leaves_dir(p, TT_ERR_CORRUPT,
+                                  i % 2 ? "page size of 768 bytes" : "page size of 0 bytes");
         cleanup();
     }
     /* another application's database in rollback mode, which only SQLite
@@ -891,13 +902,15 @@ TEST(crash_copies_at_every_stage_are_accepted_whole) {
     for (int i = 1; i <= 120; i++) {
         add(s, rec_of(key_of(GPU_A, i), cfg_of(64, 1 + i % 4), TT_MEAS_OK, 1.0 + i));
         /* a checkpoint now and then: the next commit restarts the WAL */
-        if (i % 7 == 0) ASSERT_EQ(sqlite3_exec(ck, "PRAGMA wal_checkpoint(PASSIVE)", NULL, NULL, NULL), SQLITE_OK);
+        if (i % 7 == 0)
+            ASSERT_EQ(sqlite3_exec(ck, "PRAGMA wal_checkpoint(PASSIVE)", NULL, NULL, NULL), SQLITE_OK);
         if (i % 3) continue;
         copy_file(live, p);
         copy_file(livewal, wal);
         tt_store *c = NULL;
         char err[256];
-        if (tt_store_open(p, &c, err, sizeof err)) TT_FAIL_AT("crash copy after %d commits refused: %s", i, err);
+        if (tt_store_open(p, &c, err, sizeof err))
+            TT_FAIL_AT("crash copy after %d commits refused: %s", i, err);
         int64_t n = 0;
         ASSERT_OK(tt_store_count_measurements(c, &n));
         ASSERT_EQ(n, i);
@@ -933,7 +946,8 @@ TEST(every_knob_is_a_column_of_measurement_and_best) {
             snprintf(sql, sizeof sql,
                      "SELECT count(*) FROM pragma_table_info('%s') WHERE name = '%s' AND \"notnull\" = 1",
                      tables[t], tt__knob_at(i)->name);
-            if (raw_int(p, sql) != 1) TT_FAIL_AT("knob %s is not a column of %s", tt__knob_at(i)->name, tables[t]);
+            if (raw_int(p, sql) != 1)
+                TT_FAIL_AT("knob %s is not a column of %s", tt__knob_at(i)->name, tables[t]);
         }
     cleanup();
 }
@@ -1003,7 +1017,7 @@ TEST(best_is_the_fastest_ok_measurement) {
     ASSERT_EQ(r.heads, 16);
     ASSERT_EQ(r.reps, 50);
     ASSERT_EQ(r.sm_clock_mhz, -1); /* not recorded stays "not recorded" */
-    ASSERT_EQ(r.id, 7); /* the measurement that won */
+    ASSERT_EQ(r.id, 7);            /* the measurement that won */
     int64_t n = 0;
     ASSERT_OK(tt_store_count_measurements(s, &n));
     ASSERT_EQ(n, 9);
@@ -1544,8 +1558,9 @@ TEST(reader_is_not_blocked_by_an_open_write_transaction) {
     /* Another process (a raw connection) holds the write lock mid-insert. */
     sqlite3 *db = NULL;
     ASSERT_EQ(sqlite3_open(p, &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE; DELETE FROM gpu WHERE fingerprint = 'ffff'", NULL, NULL, NULL),
-              SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(db, "BEGIN IMMEDIATE; DELETE FROM gpu WHERE fingerprint = 'ffff'", NULL, NULL, NULL),
+        SQLITE_OK);
     int64_t n = -1;
     ASSERT_OK(tt_store_count_best(r, &n)); /* would be SQLITE_BUSY without WAL */
     ASSERT_EQ(n, 0);
@@ -1582,7 +1597,8 @@ static pid_t spawn_writer(const char *p, int bulk, int n, int keys) {
             _exit(1);
         }
         for (int i = 0; i < n; i++) {
-            tt_record r = rec_of(key_of(GPU_A, 1 + i % keys), cfg_of(64, 1 + i % 4), TT_MEAS_OK, 10.0 - i * 0.001);
+            tt_record r =
+                rec_of(key_of(GPU_A, 1 + i % keys), cfg_of(64, 1 + i % 4), TT_MEAS_OK, 10.0 - i * 0.001);
             if (tt_store_add_measurement(ws, &r, NULL)) {
                 fprintf(stderr, "writer: %s\n", tt_store_errmsg(ws));
                 _exit(2);

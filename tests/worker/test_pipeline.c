@@ -97,7 +97,8 @@ TEST(cancel_while_a_key_is_measured) {
     start_slow(&t, "slow", "1");
     int fd = td_connect_ok(&t);
     wait_for(fd, "STATUS", "gpus=1", 5000);
-    ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=64 seqlen=128,256,512,1024"), "OK job=1 keys=4", 15) == 0);
+    ASSERT(strncmp(td_req(fd, "TUNE dtype=fp16 hdim=64 seqlen=128,256,512,1024"), "OK job=1 keys=4", 15) ==
+           0);
     wait_for(fd, "STATUS", "tuning=running", 3000);
     ASSERT_STREQ(td_req(fd, "CANCEL job=1"), "OK job=1 state=cancelled");
     /* lookups are answered while the claimed key is still measured */
@@ -116,7 +117,8 @@ TEST(cancel_while_a_key_is_measured) {
     ASSERT_CONTAINS(keys[0], "state=done");
     ASSERT_CONTAINS(keys[0], "config=" CFG_B);
     for (int i = 1; i < 4; i++) ASSERT_CONTAINS(keys[i], "state=cancelled");
-    ASSERT_STREQ(td_field(td_req(fd, "LOOKUP dtype=fp16 hdim=64 seqlen_q=128"), "match", v, sizeof v), "exact");
+    ASSERT_STREQ(td_field(td_req(fd, "LOOKUP dtype=fp16 hdim=64 seqlen_q=128"), "match", v, sizeof v),
+                 "exact");
     close(fd);
     ASSERT_EQ(td_stop(&t, SIGTERM), 0);
 }
@@ -130,7 +132,8 @@ TEST(resume_after_daemon_restart_mid_job) {
     start_slow(&t, "slow", "1");
     int fd = td_connect_ok(&t);
     wait_for(fd, "STATUS", "gpus=1", 5000);
-    ASSERT(strncmp(td_req(fd, "TUNE dtype=bf16 hdim=128 seqlen=256,512,1024 mode=fast"), "OK job=1 keys=3", 15) == 0);
+    ASSERT(strncmp(td_req(fd, "TUNE dtype=bf16 hdim=128 seqlen=256,512,1024 mode=fast"), "OK job=1 keys=3",
+                   15) == 0);
     wait_for(fd, "JOB job=1", "done=1", 6000);
     close(fd);
     /* the daemon dies with the second key claimed */
@@ -255,13 +258,15 @@ TEST(cli_tune_wait_watch_and_json_events) {
     wait_for(fd, "STATUS", "gpus=1", 5000);
     static char out[65536];
     /* not a terminal: plain lines, the last one the finished job */
-    ASSERT_EQ(cli(&t, "tune --dtype fp16 --hdim 64 --seqlen 128,256 --causal both --wait", out, sizeof out), 0);
+    ASSERT_EQ(cli(&t, "tune --dtype fp16 --hdim 64 --seqlen 128,256 --causal both --wait", out, sizeof out),
+              0);
     ASSERT_CONTAINS(out, "job 1 queued: 4 keys");
     ASSERT_CONTAINS(out, "job 1 done: 4/4 keys, 8 variants measured, 0 failed");
     ASSERT_CONTAINS(out, "best 1");
     /* JSON events: one object per line, a key event per key */
-    ASSERT_EQ(cli(&t, "tune --dtype bf16 --hdim 128 --seqlen 512,1024 --causal no --mode fast --wait --json", out,
-                  sizeof out), 0);
+    ASSERT_EQ(cli(&t, "tune --dtype bf16 --hdim 128 --seqlen 512,1024 --causal no --mode fast --wait --json",
+                  out, sizeof out),
+              0);
     int keys = 0, finished = 0;
     for (char *save = NULL, *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         ASSERT(l[0] == '{');

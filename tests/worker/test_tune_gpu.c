@@ -39,7 +39,8 @@ static void wait_serving(int fd, const char *req, const char *want, int timeout_
         const char *r = td_req(fd, req);
         snprintf(last, sizeof last, "%s", r);
         const char *l = strstr(last, " lines=");
-        for (int i = 0, n = l ? atoi(l + 7) : 0; i < n; i++) ASSERT(td_read_line(fd, line, sizeof line, 2000) > 0);
+        for (int i = 0, n = l ? atoi(l + 7) : 0; i < n; i++)
+            ASSERT(td_read_line(fd, line, sizeof line, 2000) > 0);
         if (strstr(last, want)) return;
         usleep(200000);
     }

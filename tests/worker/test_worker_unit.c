@@ -173,7 +173,8 @@ TEST(check_kernels_compile_for_sm80_and_sm90) {
     for (int i = 0; i < 2; i++) {
         void *cubin = NULL;
         size_t len = 0;
-        if (tt_worker_check_cubin(arch[i], &cubin, &len, err, sizeof err) < 0) TT_FAIL_AT("sm_%d: %s", arch[i], err);
+        if (tt_worker_check_cubin(arch[i], &cubin, &len, err, sizeof err) < 0)
+            TT_FAIL_AT("sm_%d: %s", arch[i], err);
         ASSERT(len > 1000);
         ASSERT(memcmp(cubin, "\177ELF", 4) == 0);
         free(cubin);

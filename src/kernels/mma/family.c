@@ -22,7 +22,8 @@ static int check(const tt_config *c, int32_t head_dim, char *err, size_t errlen)
         return tt__fail(TT_ERR_INVAL, err, errlen, "block_m=%d with %d warps: must be 16 or 32 rows per warp",
                         (int)c->block_m, (int)c->warps);
     if (c->block_n % 16 != 0 || c->block_n < 16 || c->block_n > 256)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "block_n=%d is not a multiple of 16 in 16..256", (int)c->block_n);
+        return tt__fail(TT_ERR_INVAL, err, errlen, "block_n=%d is not a multiple of 16 in 16..256",
+                        (int)c->block_n);
     return 0;
 }
 

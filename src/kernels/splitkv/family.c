@@ -28,8 +28,8 @@ static int64_t smem_bytes(const tt_config *c, int32_t d) {
 
 static int check(const tt_config *c, int32_t d, char *err, size_t errlen) {
     if (!tt__splitkv_head_dim_ok(d))
-        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "family splitkv: head_dim %d is not 32, 64, 128 or 256",
-                        (int)d);
+        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
+                        "family splitkv: head_dim %d is not 32, 64, 128 or 256", (int)d);
 #define BAD(...) return tt__fail(TT_ERR_INVAL, err, errlen, "family splitkv: " __VA_ARGS__)
     const int bm = c->block_m, bn = c->block_n, w = c->warps;
     if (bm != 16 && bm != 32 && bm != 64 && bm != 128) BAD("block_m %d is not 16, 32, 64 or 128", bm);
@@ -40,7 +40,8 @@ static int check(const tt_config *c, int32_t d, char *err, size_t errlen) {
     const int wk = w / wm;
     if (bn % (16 * wk) != 0) BAD("block_n %d is not a multiple of 16 x %d key warps", bn, wk);
     const int nt = 32 * w, cpr = d / 8;
-    if (nt % cpr != 0 || bn % (nt / cpr) != 0) BAD("block_n %d does not split into the %d threads' copies", bn, nt);
+    if (nt % cpr != 0 || bn % (nt / cpr) != 0)
+        BAD("block_n %d does not split into the %d threads' copies", bn, nt);
 #undef BAD
     return 0;
 }
@@ -79,7 +80,8 @@ static void make(tt_config *c, int bm, int bn, int warps, int stages, int q_in_r
 /* The smallest tile that holds `rows` packed rows, at most 128. */
 static int tile_rows(int64_t rows) { return rows <= 16 ? 16 : rows <= 32 ? 32 : rows <= 64 ? 64 : 128; }
 
-int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__device_limits *dev, tt_config *out) {
+int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__device_limits *dev,
+                        tt_config *out) {
     tt__device_limits nominal;
     if (!dev) {
         tt__device_limits_nominal(90, &nominal);
@@ -169,7 +171,8 @@ int tt__splitkv_split_tiles(const tt_config *c, int sm_count, int fit, int64_t w
     const int64_t per_sm = split_per_sm(c, fit);
     int64_t tps = (work_tiles + per_sm * sm_count - 1) / (per_sm * sm_count);
     if (tps < 1) tps = 1;
-    if ((max_tiles + tps - 1) / tps > TT_SPLITKV_MAX_SPLITS) tps = (max_tiles + TT_SPLITKV_MAX_SPLITS - 1) / TT_SPLITKV_MAX_SPLITS;
+    if ((max_tiles + tps - 1) / tps > TT_SPLITKV_MAX_SPLITS)
+        tps = (max_tiles + TT_SPLITKV_MAX_SPLITS - 1) / TT_SPLITKV_MAX_SPLITS;
     if (tps >= max_tiles) return 0;
     *splits = (int)((max_tiles + tps - 1) / tps);
     return (int)tps;

@@ -89,7 +89,8 @@ static int ws_get_locked(const tt__cuda *cu, CUcontext ctx, CUstream stream, siz
             ws_retired = old;
         } else {
             /* launches queued on this stream may still read it */
-            if ((r = cu->StreamSynchronize(stream))) return tt__cuda_fail(cu, r, "cuStreamSynchronize", err, errlen);
+            if ((r = cu->StreamSynchronize(stream)))
+                return tt__cuda_fail(cu, r, "cuStreamSynchronize", err, errlen);
             cu->MemFree(w->ptr);
         }
         w->ptr = 0;
@@ -140,8 +141,8 @@ typedef struct plan {
 
 /* The split and the workspace of `p` (all else filled) with loaded `k`;
  * rows_max: packed rows of the longest sequence. */
-static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t rows_max, int64_t total_k, plan *pl,
-                    char *err, size_t errlen) {
+static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t rows_max, int64_t total_k,
+                    plan *pl, char *err, size_t errlen) {
     memset(pl, 0, sizeof *pl);
     pl->p = *p;
     pl->k = k;
@@ -154,10 +155,11 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
          * one tiles-per-split for all gives each its share of the splits
          * (each sequence counted as one query block of tiles) */
         const int64_t work = (int64_t)p->heads_kv * ((total_k + c->block_n - 1) / c->block_n + p->batch);
-        pl->p.split_tiles = tt__splitkv_split_tiles(c, k->limits.sm_count, ctas_per_sm(k), work, max_tiles, &splits);
+        pl->p.split_tiles =
+            tt__splitkv_split_tiles(c, k->limits.sm_count, ctas_per_sm(k), work, max_tiles, &splits);
     } else {
-        splits = tt__splitkv_splits(c, k->limits.sm_count, ctas_per_sm(k), (int64_t)p->batch * p->heads_kv * qblocks,
-                                    max_tiles);
+        splits = tt__splitkv_splits(c, k->limits.sm_count, ctas_per_sm(k),
+                                    (int64_t)p->batch * p->heads_kv * qblocks, max_tiles);
     }
     if (qblocks * splits > INT32_MAX)
         return tt__fail(TT_ERR_RANGE, err, errlen, "%lld query blocks x %d splits are over the grid's limit",
@@ -185,12 +187,14 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
 
 static int launch_locked(const tt__cuda *cu, plan *pl, CUstream stream, char *err, size_t errlen) {
     void *params[1] = {&pl->p};
-    CUresult r = cu->LaunchKernel(pl->k->fn, pl->gx, (unsigned)pl->p.heads_kv, (unsigned)pl->p.batch,
-                                  (unsigned)pl->k->threads, 1, 1, (unsigned)pl->k->smem, stream, params, NULL);
+    CUresult r =
+        cu->LaunchKernel(pl->k->fn, pl->gx, (unsigned)pl->p.heads_kv, (unsigned)pl->p.batch,
+                         (unsigned)pl->k->threads, 1, 1, (unsigned)pl->k->smem, stream, params, NULL);
     if (r) return tt__cuda_fail(cu, r, "cuLaunchKernel", err, errlen);
     if (pl->p.splits > 1 && !pl->p.counters) {
         const int64_t rows = (int64_t)pl->p.tokens * pl->p.heads_q;
-        r = cu->LaunchKernel(pl->k->fn2, (unsigned)((rows + 3) / 4), 1, 1, 128, 1, 1, 0, stream, params, NULL);
+        r = cu->LaunchKernel(pl->k->fn2, (unsigned)((rows + 3) / 4), 1, 1, 128, 1, 1, 0, stream, params,
+                             NULL);
         if (r) return tt__cuda_fail(cu, r, "cuLaunchKernel(combine)", err, errlen);
     }
     return 0;
@@ -231,14 +235,16 @@ static int run_plan(plan *pl, void *ws, size_t ws_len, CUstream stream, char *er
     if (pl->ws_bytes > 0) {
         CUdeviceptr base = (CUdeviceptr)(uintptr_t)ws, parts;
         if (ws && ((uintptr_t)ws % 256 != 0 || ws_len < pl->ws_bytes)) {
-            rc = tt__fail(TT_ERR_RANGE, err, errlen, "workspace of %zu bytes at %p: this call needs %zu, 256-byte aligned",
-                          ws_len, ws, pl->ws_bytes);
+            rc = tt__fail(TT_ERR_RANGE, err, errlen,
+                          "workspace of %zu bytes at %p: this call needs %zu, 256-byte aligned", ws_len, ws,
+                          pl->ws_bytes);
             goto out;
         }
         if (own) {
             size_t cap = 0;
             pthread_mutex_lock(&ws_lock);
-            if ((rc = ws_get_locked(cu, ctx, stream, pl->ctr_bytes, pl->parts, &base, &cap, err, errlen)) < 0) {
+            if ((rc = ws_get_locked(cu, ctx, stream, pl->ctr_bytes, pl->parts, &base, &cap, err, errlen)) <
+                0) {
                 pthread_mutex_unlock(&ws_lock);
                 goto out;
             }
@@ -280,7 +286,8 @@ int tt__splitkv_run(const tt__splitkv_target *t, const tt_config *cfg, void *ws,
                         "config family %d: the KV-cache and varlen entry points run family splitkv only",
                         (int)cfg->family);
     if ((rc = tt__variant_check(cfg, t->key.head_dim, &t->limits, msg, sizeof msg)) < 0)
-        return tt__fail(rc, err, errlen, "config invalid on this device (sm_%d): %s", (int)t->limits.arch, msg);
+        return tt__fail(rc, err, errlen, "config invalid on this device (sm_%d): %s", (int)t->limits.arch,
+                        msg);
     tt__variant v;
     memset(&v, 0, sizeof v);
     v.config = *cfg;
@@ -291,7 +298,8 @@ int tt__splitkv_run(const tt__splitkv_target *t, const tt_config *cfg, void *ws,
     const tt__kernel *k;
     if ((rc = tt__kernel_get(t->ctx, NULL, &v, &k, err, errlen)) < 0) return rc;
     if ((long)k->report.static_smem + k->smem > t->limits.smem_optin)
-        return tt__fail(TT_ERR_RANGE, err, errlen, "variant needs %ld bytes of shared memory, the device allows %d",
+        return tt__fail(TT_ERR_RANGE, err, errlen,
+                        "variant needs %ld bytes of shared memory, the device allows %d",
                         (long)k->report.static_smem + k->smem, (int)t->limits.smem_optin);
     plan pl;
     if ((rc = plan_for(k, &t->params, t->rows_max, t->total_k, &pl, err, errlen)) < 0) return rc;
@@ -308,7 +316,8 @@ static void fill_scale(tt_splitkv_params *p, float scale, int64_t head_dim) {
     p->lse_empty = INFINITY; /* the KV-cache and varlen entry points: flash-attn's convention */
 }
 
-int tt__splitkv_launch_dense(const tt__kernel *k, const tt_sdpa_params *d, void *stream, char *err, size_t errlen) {
+int tt__splitkv_launch_dense(const tt__kernel *k, const tt_sdpa_params *d, void *stream, char *err,
+                             size_t errlen) {
     /* the dense layout is a contiguous KV cache: same strides, same meaning */
     const int64_t group = d->heads_q / d->heads_kv;
     if ((int64_t)d->batch * d->seqlen_q > INT32_MAX)
@@ -322,10 +331,14 @@ int tt__splitkv_launch_dense(const tt__kernel *k, const tt_sdpa_params *d, void 
     p.v = d->v;
     p.o = d->o;
     p.lse = d->lse;
-    p.q_batch_stride = d->q_batch_stride, p.q_head_stride = d->q_head_stride, p.q_row_stride = d->q_row_stride;
-    p.k_batch_stride = d->k_batch_stride, p.k_head_stride = d->k_head_stride, p.k_row_stride = d->k_row_stride;
-    p.v_batch_stride = d->v_batch_stride, p.v_head_stride = d->v_head_stride, p.v_row_stride = d->v_row_stride;
-    p.o_batch_stride = d->o_batch_stride, p.o_head_stride = d->o_head_stride, p.o_row_stride = d->o_row_stride;
+    p.q_batch_stride = d->q_batch_stride, p.q_head_stride = d->q_head_stride,
+    p.q_row_stride = d->q_row_stride;
+    p.k_batch_stride = d->k_batch_stride, p.k_head_stride = d->k_head_stride,
+    p.k_row_stride = d->k_row_stride;
+    p.v_batch_stride = d->v_batch_stride, p.v_head_stride = d->v_head_stride,
+    p.v_row_stride = d->v_row_stride;
+    p.o_batch_stride = d->o_batch_stride, p.o_head_stride = d->o_head_stride,
+    p.o_row_stride = d->o_row_stride;
     p.lse_batch_stride = d->lse_batch_stride, p.lse_head_stride = d->lse_head_stride, p.lse_row_stride = 1;
     p.batch = d->batch;
     p.heads_q = d->heads_q;
@@ -354,9 +367,11 @@ static int check_common(int64_t batch, int64_t heads_q, int64_t heads_kv, int64_
     for (int i = 0; i < 8; i++)
         if (reserved[i]) FAIL(TT_ERR_INVAL, "reserved fields must be zero");
     if (!tt__dtype_name((tt_dtype)dtype))
-        FAIL(TT_ERR_UNSUPPORTED, "dtype %d is not fp16 (%d) or bf16 (%d)", (int)dtype, TT_DTYPE_FP16, TT_DTYPE_BF16);
+        FAIL(TT_ERR_UNSUPPORTED, "dtype %d is not fp16 (%d) or bf16 (%d)", (int)dtype, TT_DTYPE_FP16,
+             TT_DTYPE_BF16);
     if (!tt__splitkv_head_dim_ok(head_dim))
-        FAIL(TT_ERR_UNSUPPORTED, "head_dim %lld: the inference kernels serve 32, 64, 128 and 256", (long long)head_dim);
+        FAIL(TT_ERR_UNSUPPORTED, "head_dim %lld: the inference kernels serve 32, 64, 128 and 256",
+             (long long)head_dim);
     const struct {
         const char *name;
         int64_t v, min, max;
@@ -366,15 +381,19 @@ static int check_common(int64_t batch, int64_t heads_q, int64_t heads_kv, int64_
                   {"seqlen_q", seqlen_q, 1, INT32_MAX},
                   {"seqlen_k", seqlen_k, 1, INT32_MAX}};
     for (int i = 0; i < 5; i++) {
-        if (sizes[i].v < sizes[i].min) FAIL(TT_ERR_INVAL, "%s is %lld, must be >= 1", sizes[i].name, (long long)sizes[i].v);
+        if (sizes[i].v < sizes[i].min)
+            FAIL(TT_ERR_INVAL, "%s is %lld, must be >= 1", sizes[i].name, (long long)sizes[i].v);
         if (sizes[i].v > sizes[i].max)
             FAIL(TT_ERR_RANGE, "%s %lld is over the limit %lld", sizes[i].name, (long long)sizes[i].v,
                  (long long)sizes[i].max);
     }
     if (heads_q % heads_kv != 0)
-        FAIL(TT_ERR_INVAL, "heads_q %lld is not a multiple of heads_kv %lld", (long long)heads_q, (long long)heads_kv);
-    if (seqlen_q * (heads_q / heads_kv) > INT32_MAX) FAIL(TT_ERR_RANGE, "seqlen_q x query heads per KV head is too large");
-    if (causal < 0 || causal > 2) FAIL(TT_ERR_INVAL, "causal is %d, must be 0, 1 (top-left) or 2 (bottom-right)", (int)causal);
+        FAIL(TT_ERR_INVAL, "heads_q %lld is not a multiple of heads_kv %lld", (long long)heads_q,
+             (long long)heads_kv);
+    if (seqlen_q * (heads_q / heads_kv) > INT32_MAX)
+        FAIL(TT_ERR_RANGE, "seqlen_q x query heads per KV head is too large");
+    if (causal < 0 || causal > 2)
+        FAIL(TT_ERR_INVAL, "causal is %d, must be 0, 1 (top-left) or 2 (bottom-right)", (int)causal);
     if (!isfinite(scale) || scale < 0)
         FAIL(TT_ERR_INVAL, "scale %g must be finite and > 0 (0: 1/sqrt(head_dim))", (double)scale);
     return 0;
@@ -390,13 +409,16 @@ static int check_ptr(const char *name, const void *p, int align, int required, c
 }
 
 /* A zero stride over more than one index of an output: CTAs would race. */
-static int check_no_overlap(const char *name, const int64_t s[3], const int64_t n[3], int64_t head_dim, char *err,
-                            size_t errlen) {
+static int check_no_overlap(const char *name, const int64_t s[3], const int64_t n[3], int64_t head_dim,
+                            char *err, size_t errlen) {
     static const char *const dim[3] = {"batch", "head", "row"};
     for (int i = 0; i < 3; i++)
-        if (n[i] > 1 && s[i] == 0) FAIL(TT_ERR_INVAL, "%s %s stride is 0 with %lld of them: outputs overlap", name, dim[i], (long long)n[i]);
+        if (n[i] > 1 && s[i] == 0)
+            FAIL(TT_ERR_INVAL, "%s %s stride is 0 with %lld of them: outputs overlap", name, dim[i],
+                 (long long)n[i]);
     if (n[2] > 1 && s[2] < head_dim)
-        FAIL(TT_ERR_INVAL, "%s row stride %lld is less than head_dim: output rows overlap", name, (long long)s[2]);
+        FAIL(TT_ERR_INVAL, "%s row stride %lld is less than head_dim: output rows overlap", name,
+             (long long)s[2]);
     return 0;
 }
 
@@ -404,8 +426,8 @@ static int check_no_overlap(const char *name, const int64_t s[3], const int64_t 
  * then the one device all its tensors are on (the first names it) and the
  * context to launch in there. */
 static int target_finish(tt__splitkv_target *t, const void *const ptrs[7], const char *const names[7],
-                         int32_t dtype, int32_t causal, int64_t head_dim, int64_t group, int64_t lq, int64_t lk,
-                         char *err, size_t errlen) {
+                         int32_t dtype, int32_t causal, int64_t head_dim, int64_t group, int64_t lq,
+                         int64_t lk, char *err, size_t errlen) {
     t->key.dtype = (tt_dtype)dtype;
     t->key.causal = causal;
     t->key.head_dim = (int32_t)head_dim;
@@ -427,14 +449,17 @@ static int target_finish(tt__splitkv_target *t, const void *const ptrs[7], const
     return tt__context_for(cu, ord, &t->ctx, &t->limits, err, errlen);
 }
 
-int tt__splitkv_kvcache_target(const tt_sdpa_kvcache_args *a, tt__splitkv_target *t, char *err, size_t errlen) {
+int tt__splitkv_kvcache_target(const tt_sdpa_kvcache_args *a, tt__splitkv_target *t, char *err,
+                               size_t errlen) {
     if (!a) FAIL(TT_ERR_INVAL, "no arguments");
     int rc;
     if ((rc = check_common(a->batch, a->heads_q, a->heads_kv, a->seqlen_q, a->seqlen_k, a->head_dim, a->dtype,
                            a->causal, a->scale, a->reserved0, a->reserved, err, errlen)) < 0)
         return rc;
-    if ((rc = check_ptr("q", a->q, 16, 1, err, errlen)) < 0 || (rc = check_ptr("k_cache", a->k_cache, 16, 1, err, errlen)) < 0 ||
-        (rc = check_ptr("v_cache", a->v_cache, 16, 1, err, errlen)) < 0 || (rc = check_ptr("o", a->o, 16, 1, err, errlen)) < 0 ||
+    if ((rc = check_ptr("q", a->q, 16, 1, err, errlen)) < 0 ||
+        (rc = check_ptr("k_cache", a->k_cache, 16, 1, err, errlen)) < 0 ||
+        (rc = check_ptr("v_cache", a->v_cache, 16, 1, err, errlen)) < 0 ||
+        (rc = check_ptr("o", a->o, 16, 1, err, errlen)) < 0 ||
         (rc = check_ptr("lse", a->lse, 4, 0, err, errlen)) < 0 ||
         (rc = check_ptr("cache_seqlens", a->cache_seqlens, 4, 0, err, errlen)) < 0 ||
         (rc = check_ptr("block_table", a->block_table, 4, 0, err, errlen)) < 0)
@@ -444,38 +469,50 @@ int tt__splitkv_kvcache_target(const tt_sdpa_kvcache_args *a, tt__splitkv_target
     if (paged) {
         if (a->page_size < 1 || a->page_size > (1 << 20) || (a->page_size & (a->page_size - 1)))
             FAIL(TT_ERR_INVAL, "page_size %lld is not a power of two in 1..2^20", (long long)a->page_size);
-        if (a->num_pages < 1 || a->num_pages > INT32_MAX) FAIL(TT_ERR_INVAL, "num_pages %lld is out of range", (long long)a->num_pages);
-        if (a->max_pages < 1 || a->max_pages > INT32_MAX) FAIL(TT_ERR_INVAL, "max_pages %lld is out of range", (long long)a->max_pages);
+        if (a->num_pages < 1 || a->num_pages > INT32_MAX)
+            FAIL(TT_ERR_INVAL, "num_pages %lld is out of range", (long long)a->num_pages);
+        if (a->max_pages < 1 || a->max_pages > INT32_MAX)
+            FAIL(TT_ERR_INVAL, "max_pages %lld is out of range", (long long)a->max_pages);
         if (a->seqlen_k > a->max_pages * a->page_size)
-            FAIL(TT_ERR_INVAL, "seqlen_k %lld is more than max_pages x page_size = %lld", (long long)a->seqlen_k,
-                 (long long)(a->max_pages * a->page_size));
+            FAIL(TT_ERR_INVAL, "seqlen_k %lld is more than max_pages x page_size = %lld",
+                 (long long)a->seqlen_k, (long long)(a->max_pages * a->page_size));
         tstride = a->block_table_stride ? a->block_table_stride : a->max_pages;
-        if (tstride < a->max_pages) FAIL(TT_ERR_INVAL, "block_table_stride %lld is less than max_pages", (long long)tstride);
+        if (tstride < a->max_pages)
+            FAIL(TT_ERR_INVAL, "block_table_stride %lld is less than max_pages", (long long)tstride);
         while ((1ll << shift) < a->page_size) shift++;
         kv_n0 = a->num_pages;
         kv_n2 = a->page_size;
     } else if (a->page_size || a->num_pages || a->max_pages || a->block_table_stride) {
         FAIL(TT_ERR_INVAL, "page_size, num_pages, max_pages and block_table_stride need a block_table");
     }
-    if ((rc = tt__check_strides("q", a->q_stride, err, errlen)) < 0 || (rc = tt__check_strides("k_cache", a->k_stride, err, errlen)) < 0 ||
-        (rc = tt__check_strides("v_cache", a->v_stride, err, errlen)) < 0 || (rc = tt__check_strides("o", a->o_stride, err, errlen)) < 0)
+    if ((rc = tt__check_strides("q", a->q_stride, err, errlen)) < 0 ||
+        (rc = tt__check_strides("k_cache", a->k_stride, err, errlen)) < 0 ||
+        (rc = tt__check_strides("v_cache", a->v_stride, err, errlen)) < 0 ||
+        (rc = tt__check_strides("o", a->o_stride, err, errlen)) < 0)
         return rc;
     if (a->lse_stride[0] < 0 || a->lse_stride[1] < 0) FAIL(TT_ERR_INVAL, "lse strides are negative");
     const int packed = a->lse_stride[0] == 0 && a->lse_stride[1] == 0;
-    const int64_t lse_s[3] = {packed ? a->heads_q * a->seqlen_q : a->lse_stride[0], packed ? a->seqlen_q : a->lse_stride[1], 1};
+    const int64_t lse_s[3] = {packed ? a->heads_q * a->seqlen_q : a->lse_stride[0],
+                              packed ? a->seqlen_q : a->lse_stride[1], 1};
     const int64_t on[3] = {a->batch, a->heads_q, a->seqlen_q};
     if ((rc = check_no_overlap("o", a->o_stride, on, a->head_dim, err, errlen)) < 0) return rc;
     if (a->lse && !packed && ((a->batch > 1 && lse_s[0] == 0) || (a->heads_q > 1 && lse_s[1] == 0)))
         FAIL(TT_ERR_INVAL, "lse stride is 0 over more than one batch or head: outputs overlap");
-    if ((rc = tt__check_extent("q", a->q, a->q_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
-        (rc = tt__check_extent("k_cache", a->k_cache, a->k_stride, kv_n0, a->heads_kv, kv_n2, a->head_dim, 2, err, errlen)) < 0 ||
-        (rc = tt__check_extent("v_cache", a->v_cache, a->v_stride, kv_n0, a->heads_kv, kv_n2, a->head_dim, 2, err, errlen)) < 0 ||
-        (rc = tt__check_extent("o", a->o, a->o_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err, errlen)) < 0 ||
-        (a->lse && (rc = tt__check_extent("lse", a->lse, lse_s, a->batch, a->heads_q, a->seqlen_q, 1, 4, err, errlen)) < 0))
+    if ((rc = tt__check_extent("q", a->q, a->q_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err,
+                               errlen)) < 0 ||
+        (rc = tt__check_extent("k_cache", a->k_cache, a->k_stride, kv_n0, a->heads_kv, kv_n2, a->head_dim, 2,
+                               err, errlen)) < 0 ||
+        (rc = tt__check_extent("v_cache", a->v_cache, a->v_stride, kv_n0, a->heads_kv, kv_n2, a->head_dim, 2,
+                               err, errlen)) < 0 ||
+        (rc = tt__check_extent("o", a->o, a->o_stride, a->batch, a->heads_q, a->seqlen_q, a->head_dim, 2, err,
+                               errlen)) < 0 ||
+        (a->lse && (rc = tt__check_extent("lse", a->lse, lse_s, a->batch, a->heads_q, a->seqlen_q, 1, 4, err,
+                                          errlen)) < 0))
         return rc;
     if (a->batch * a->seqlen_q > INT32_MAX) FAIL(TT_ERR_RANGE, "batch x seqlen_q is over 2^31");
 
-    const void *const ptrs[7] = {a->q, a->k_cache, a->v_cache, a->o, a->lse, a->cache_seqlens, a->block_table};
+    const void *const ptrs[7] = {a->q,   a->k_cache,       a->v_cache,    a->o,
+                                 a->lse, a->cache_seqlens, a->block_table};
     const char *const names[7] = {"q", "k_cache", "v_cache", "o", "lse", "cache_seqlens", "block_table"};
 
     memset(t, 0, sizeof *t);
@@ -502,30 +539,35 @@ int tt__splitkv_kvcache_target(const tt_sdpa_kvcache_args *a, tt__splitkv_target
     p->page_shift = (int)shift;
     p->tokens = (int)(a->batch * a->seqlen_q);
     fill_scale(p, a->scale, a->head_dim);
-    return target_finish(t, ptrs, names, a->dtype, a->causal, a->head_dim, a->heads_q / a->heads_kv, a->seqlen_q,
-                         a->seqlen_k, err, errlen);
+    return target_finish(t, ptrs, names, a->dtype, a->causal, a->head_dim, a->heads_q / a->heads_kv,
+                         a->seqlen_q, a->seqlen_k, err, errlen);
 }
 
 int tt__splitkv_varlen_target(const tt_sdpa_varlen_args *a, tt__splitkv_target *t, char *err, size_t errlen) {
     if (!a) FAIL(TT_ERR_INVAL, "no arguments");
     int rc;
-    if ((rc = check_common(a->batch, a->heads_q, a->heads_kv, a->max_seqlen_q, a->max_seqlen_k, a->head_dim, a->dtype,
-                           a->causal, a->scale, a->reserved0, a->reserved, err, errlen)) < 0)
+    if ((rc = check_common(a->batch, a->heads_q, a->heads_kv, a->max_seqlen_q, a->max_seqlen_k, a->head_dim,
+                           a->dtype, a->causal, a->scale, a->reserved0, a->reserved, err, errlen)) < 0)
         return rc;
-    if ((rc = check_ptr("q", a->q, 16, 1, err, errlen)) < 0 || (rc = check_ptr("k", a->k, 16, 1, err, errlen)) < 0 ||
-        (rc = check_ptr("v", a->v, 16, 1, err, errlen)) < 0 || (rc = check_ptr("o", a->o, 16, 1, err, errlen)) < 0 ||
+    if ((rc = check_ptr("q", a->q, 16, 1, err, errlen)) < 0 ||
+        (rc = check_ptr("k", a->k, 16, 1, err, errlen)) < 0 ||
+        (rc = check_ptr("v", a->v, 16, 1, err, errlen)) < 0 ||
+        (rc = check_ptr("o", a->o, 16, 1, err, errlen)) < 0 ||
         (rc = check_ptr("lse", a->lse, 4, 0, err, errlen)) < 0 ||
         (rc = check_ptr("cu_seqlens_q", a->cu_seqlens_q, 4, 1, err, errlen)) < 0 ||
         (rc = check_ptr("cu_seqlens_k", a->cu_seqlens_k, 4, 1, err, errlen)) < 0)
         return rc;
     if (a->total_q < 1 || a->total_q > INT32_MAX || a->total_k < 1 || a->total_k > INT32_MAX)
-        FAIL(TT_ERR_INVAL, "total_q %lld and total_k %lld must be in 1..2^31-1", (long long)a->total_q, (long long)a->total_k);
+        FAIL(TT_ERR_INVAL, "total_q %lld and total_k %lld must be in 1..2^31-1", (long long)a->total_q,
+             (long long)a->total_k);
     if (a->max_seqlen_q > a->total_q || a->max_seqlen_k > a->total_k)
         FAIL(TT_ERR_INVAL, "max_seqlen_q/k is more than total_q/k");
     const int64_t qs[3] = {0, a->q_stride[0], a->q_stride[1]}, ks[3] = {0, a->k_stride[0], a->k_stride[1]},
                   vs[3] = {0, a->v_stride[0], a->v_stride[1]}, os[3] = {0, a->o_stride[0], a->o_stride[1]};
-    if ((rc = tt__check_strides("q", qs, err, errlen)) < 0 || (rc = tt__check_strides("k", ks, err, errlen)) < 0 ||
-        (rc = tt__check_strides("v", vs, err, errlen)) < 0 || (rc = tt__check_strides("o", os, err, errlen)) < 0)
+    if ((rc = tt__check_strides("q", qs, err, errlen)) < 0 ||
+        (rc = tt__check_strides("k", ks, err, errlen)) < 0 ||
+        (rc = tt__check_strides("v", vs, err, errlen)) < 0 ||
+        (rc = tt__check_strides("o", os, err, errlen)) < 0)
         return rc;
     if (a->lse_stride[0] < 0 || a->lse_stride[1] < 0) FAIL(TT_ERR_INVAL, "lse strides are negative");
     const int packed = a->lse_stride[0] == 0 && a->lse_stride[1] == 0;
@@ -538,7 +580,8 @@ int tt__splitkv_varlen_target(const tt_sdpa_varlen_args *a, tt__splitkv_target *
         (rc = tt__check_extent("k", a->k, ks, 1, a->heads_kv, a->total_k, a->head_dim, 2, err, errlen)) < 0 ||
         (rc = tt__check_extent("v", a->v, vs, 1, a->heads_kv, a->total_k, a->head_dim, 2, err, errlen)) < 0 ||
         (rc = tt__check_extent("o", a->o, os, 1, a->heads_q, a->total_q, a->head_dim, 2, err, errlen)) < 0 ||
-        (a->lse && (rc = tt__check_extent("lse", a->lse, lse_s, 1, a->heads_q, a->total_q, 1, 4, err, errlen)) < 0))
+        (a->lse &&
+         (rc = tt__check_extent("lse", a->lse, lse_s, 1, a->heads_q, a->total_q, 1, 4, err, errlen)) < 0))
         return rc;
 
     const void *const ptrs[7] = {a->q, a->k, a->v, a->o, a->lse, a->cu_seqlens_q, a->cu_seqlens_k};

@@ -59,7 +59,8 @@ typedef struct tt__splitkv_target {
     int64_t total_k;  /* varlen: keys of the whole batch; 0: dense or KV cache */
 } tt__splitkv_target;
 
-int tt__splitkv_kvcache_target(const tt_sdpa_kvcache_args *a, tt__splitkv_target *t, char *err, size_t errlen);
+int tt__splitkv_kvcache_target(const tt_sdpa_kvcache_args *a, tt__splitkv_target *t, char *err,
+                               size_t errlen);
 int tt__splitkv_varlen_target(const tt_sdpa_varlen_args *a, tt__splitkv_target *t, char *err, size_t errlen);
 
 /* Runs `t` with `cfg` (a splitkv config, checked against the device) on

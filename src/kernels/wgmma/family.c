@@ -13,19 +13,21 @@ extern const unsigned long tt_wgmma_wrappers_source_len;
  * 64s; the cp.async ring needs a second slot to overlap anything. */
 static int check(const tt_config *c, int32_t head_dim, char *err, size_t errlen) {
     if (head_dim % 64 != 0)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "head_dim %d: the wgmma kernel takes 64, 128 or 256", (int)head_dim);
+        return tt__fail(TT_ERR_INVAL, err, errlen, "head_dim %d: the wgmma kernel takes 64, 128 or 256",
+                        (int)head_dim);
     if (c->warps != 4 && c->warps != 8 && c->warps != 12)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "warps=%d: the wgmma kernel takes 4, 8 or 12 (warpgroups of 4)",
-                        (int)c->warps);
+        return tt__fail(TT_ERR_INVAL, err, errlen,
+                        "warps=%d: the wgmma kernel takes 4, 8 or 12 (warpgroups of 4)", (int)c->warps);
     if (c->block_m != 16 * c->warps)
         return tt__fail(TT_ERR_INVAL, err, errlen,
-                        "block_m=%d with %d warps: the wgmma kernel needs 64 rows a warpgroup (%d)", (int)c->block_m,
-                        (int)c->warps, (int)(16 * c->warps));
+                        "block_m=%d with %d warps: the wgmma kernel needs 64 rows a warpgroup (%d)",
+                        (int)c->block_m, (int)c->warps, (int)(16 * c->warps));
     if (c->block_n % 64 != 0 || c->block_n > 256)
         return tt__fail(TT_ERR_INVAL, err, errlen, "block_n=%d: the wgmma kernel takes 64, 128, 192 or 256",
                         (int)c->block_n);
     if (c->stages < 2)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "stages=%d: the wgmma kernel needs 2 or more", (int)c->stages);
+        return tt__fail(TT_ERR_INVAL, err, errlen, "stages=%d: the wgmma kernel needs 2 or more",
+                        (int)c->stages);
     return 0;
 }
 

@@ -22,7 +22,8 @@ extern const unsigned long tt_ws_wrappers_source_len;
  * exist); layout 1 is ping-pong, which pairs exactly two consumers. */
 static int check(const tt_config *c, int32_t head_dim, char *err, size_t errlen) {
     if (head_dim != 64 && head_dim != 128 && head_dim != 256)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "head_dim %d: the ws kernel takes 64, 128 or 256", (int)head_dim);
+        return tt__fail(TT_ERR_INVAL, err, errlen, "head_dim %d: the ws kernel takes 64, 128 or 256",
+                        (int)head_dim);
     if (c->warps != 8 && c->warps != 12 && c->warps != 16)
         return tt__fail(TT_ERR_INVAL, err, errlen,
                         "warps=%d: the ws kernel takes 8, 12 or 16 (a producer and 1..3 consumer warpgroups)",
@@ -32,14 +33,15 @@ static int check(const tt_config *c, int32_t head_dim, char *err, size_t errlen)
                         "block_m=%d with %d warps: the ws kernel needs 64 rows a consumer warpgroup (%d)",
                         (int)c->block_m, (int)c->warps, (int)(16 * (c->warps - 4)));
     if (c->block_n % 16 != 0 || c->block_n < 64 || c->block_n > 192)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "block_n=%d: the ws kernel takes a multiple of 16 in 64..192",
-                        (int)c->block_n);
+        return tt__fail(TT_ERR_INVAL, err, errlen,
+                        "block_n=%d: the ws kernel takes a multiple of 16 in 64..192", (int)c->block_n);
     if (c->stages < 2 || c->stages > 4)
         return tt__fail(TT_ERR_INVAL, err, errlen, "stages=%d: the ws kernel takes 2 to 4", (int)c->stages);
     if (c->layout == 1 && c->warps != 12)
-        return tt__fail(TT_ERR_INVAL, err, errlen,
-                        "layout=1 (ping-pong) with %d warps: the ws kernel pairs exactly two consumer warpgroups",
-                        (int)c->warps);
+        return tt__fail(
+            TT_ERR_INVAL, err, errlen,
+            "layout=1 (ping-pong) with %d warps: the ws kernel pairs exactly two consumer warpgroups",
+            (int)c->warps);
     return 0;
 }
 
@@ -98,15 +100,15 @@ static int runs(const tt_sdpa_params *p, int32_t causal) {
  * 128-byte swizzle, boxes of 64 columns by `rows`: out of bounds reads
  * zeros, out of bounds writes are dropped. */
 static int tensor_map(const tt__cuda *cu, CUtensorMap *m, const char *name, const void *base, int64_t d,
-                      int64_t len, int64_t heads, int64_t batch, tt_i64 sb, tt_i64 sh, tt_i64 sr, unsigned rows,
-                      char *err, size_t errlen) {
+                      int64_t len, int64_t heads, int64_t batch, tt_i64 sb, tt_i64 sh, tt_i64 sr,
+                      unsigned rows, char *err, size_t errlen) {
     const cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)len, (cuuint64_t)heads, (cuuint64_t)batch};
     const cuuint64_t strides[3] = {(cuuint64_t)sr * 2, (cuuint64_t)sh * 2, (cuuint64_t)sb * 2};
     const cuuint32_t box[4] = {64, rows, 1, 1}, one[4] = {1, 1, 1, 1};
-    CUresult r = cu->TensorMapEncodeTiled(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, (void *)(uintptr_t)base, dims,
-                                          strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    CUresult r =
+        cu->TensorMapEncodeTiled(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, (void *)(uintptr_t)base, dims, strides,
+                                 box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r) {
         char what[64];
         snprintf(what, sizeof what, "cuTensorMapEncodeTiled (%s)", name);
@@ -127,12 +129,14 @@ static int launch_extra(const tt__variant *v, const tt_sdpa_params *p, tt__launc
     const tt_config *c = &v->config;
     const int64_t d = v->head_dim;
     if (!mask_ok(v->causal, p->seqlen_q, p->seqlen_k))
-        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
-                        "the ws kernel's bottom-right mask needs seqlen_q <= seqlen_k (%d > %d: rows see no key)",
-                        (int)p->seqlen_q, (int)p->seqlen_k);
+        return tt__fail(
+            TT_ERR_UNSUPPORTED, err, errlen,
+            "the ws kernel's bottom-right mask needs seqlen_q <= seqlen_k (%d > %d: rows see no key)",
+            (int)p->seqlen_q, (int)p->seqlen_k);
     if (!runs(p, v->causal))
-        return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
-                        "the ws kernel needs strides the copy engine takes (positive multiples of 8 elements)");
+        return tt__fail(
+            TT_ERR_UNSUPPORTED, err, errlen,
+            "the ws kernel needs strides the copy engine takes (positive multiples of 8 elements)");
     CUtensorMap *m = (CUtensorMap *)(void *)x->buf;
     if ((rc = tensor_map(cu, &m[0], "q", p->q, d, p->seqlen_q, p->heads_q, p->batch, p->q_batch_stride,
                          p->q_head_stride, p->q_row_stride, (unsigned)c->block_m, err, errlen)) < 0 ||
@@ -148,8 +152,8 @@ static int launch_extra(const tt__variant *v, const tt_sdpa_params *p, tt__launc
     if (c->q_in_regs) { /* persistent */
         const int64_t tiles = (int64_t)x->grid[0] * x->grid[1] * x->grid[2];
         if (tiles > INT32_MAX)
-            return tt__fail(TT_ERR_RANGE, err, errlen, "%lld work tiles: the persistent ws kernel counts to 2^31",
-                            (long long)tiles);
+            return tt__fail(TT_ERR_RANGE, err, errlen,
+                            "%lld work tiles: the persistent ws kernel counts to 2^31", (long long)tiles);
         CUdevice dev;
         int sms = 0;
         CUresult r;

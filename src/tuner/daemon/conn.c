@@ -27,8 +27,7 @@ struct tt_conn {
      * for the idle timer */
     uint64_t last_read;
     size_t queued; /* reply bytes handed to uv_write, not yet written */
-    unsigned reading : 1, paused : 1, finishing : 1, lingering : 1, closing : 1, refused : 1,
-        eof : 1;
+    unsigned reading : 1, paused : 1, finishing : 1, lingering : 1, closing : 1, refused : 1, eof : 1;
     int handles;
     char in[IN_CAP];
 };

@@ -72,9 +72,7 @@ static void stop(tt_daemon *d, const char *why) {
     maybe_finish(d);
 }
 
-static void on_signal(uv_signal_t *h, int sig) {
-    stop(h->data, sig == SIGTERM ? "SIGTERM" : "SIGINT");
-}
+static void on_signal(uv_signal_t *h, int sig) { stop(h->data, sig == SIGTERM ? "SIGTERM" : "SIGINT"); }
 
 static void raise_fd_limit(int conns);
 
@@ -200,8 +198,8 @@ int tt_daemon_run(const tt_daemon_opts *opts) {
         tt_err("loading the winners: %s", tt_store_errmsg(d->store));
         goto out;
     }
-    if (tt_listener_open(&d->listener, d->loop, opts->socket_path, 511, on_connection, d, err,
-                         sizeof err) < 0) {
+    if (tt_listener_open(&d->listener, d->loop, opts->socket_path, 511, on_connection, d, err, sizeof err) <
+        0) {
         tt_err("%s", err);
         goto out;
     }
@@ -253,8 +251,8 @@ int tt_daemon_run(const tt_daemon_opts *opts) {
         uv_unref((uv_handle_t *)&d->watchdog);
     }
     tt_info("serving on %s%s, database %s, %zu records, kernel revision %s", opts->socket_path,
-            d->listener.from_systemd ? " (socket from systemd)" : "", opts->db_path,
-            tt_index_count(d->index), d->hx.builtin_rev);
+            d->listener.from_systemd ? " (socket from systemd)" : "", opts->db_path, tt_index_count(d->index),
+            d->hx.builtin_rev);
     sd_notify(0, "READY=1\nSTATUS=serving lookups");
     d->exit_code = 0;
     uv_run(d->loop, UV_RUN_DEFAULT);

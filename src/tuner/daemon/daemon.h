@@ -48,12 +48,12 @@ typedef struct tt_daemon {
     tt_listener listener;
     uv_signal_t sig_term, sig_int, sig_hup;
     uv_timer_t watchdog, stop_timer;
-    tt_conn *conns;    /* every live connection, refused ones included */
-    int64_t conn_open; /* accepted under the cap and not closed */
-    int64_t conn_live; /* every tt_conn not yet freed */
-    int max_per_user;   /* in effect: opts' or its default (conn_limits) */
-    int admin_reserved; /* in effect, below the cap */
-    uint64_t workers_seen;    /* bit g: GPU g's worker has started once */
+    tt_conn *conns;        /* every live connection, refused ones included */
+    int64_t conn_open;     /* accepted under the cap and not closed */
+    int64_t conn_live;     /* every tt_conn not yet freed */
+    int max_per_user;      /* in effect: opts' or its default (conn_limits) */
+    int admin_reserved;    /* in effect, below the cap */
+    uint64_t workers_seen; /* bit g: GPU g's worker has started once */
     int stopping, exit_code, sup_running;
 } tt_daemon;
 

@@ -35,7 +35,7 @@ struct tt_export {
     pthread_cond_t cv;
     tt_buf q;
     int done, broken, cancel;
-    int orphan; /* its connection is gone: freed on the loop once the thread ends */
+    int orphan;   /* its connection is gone: freed on the loop once the thread ends */
     tt_errc errc; /* TT_ERRC_COUNT: none */
     /* the thread's own */
     tt_buf chunk;
@@ -96,11 +96,11 @@ static void fail(tt_export *e, tt_errc code, const char *fmt, ...) {
 
 typedef struct pass {
     tt_export *e;
-    int format;          /* 0: count, 1: write */
+    int format; /* 0: count, 1: write */
     tt_fleet_kind kind;
     int64_t n;
-    tt_store *gst;       /* a second handle for the GPU rows (the iteration's may not be used) */
-    tt_gpu_info *gpus;   /* the rows met so far */
+    tt_store *gst;     /* a second handle for the GPU rows (the iteration's may not be used) */
+    tt_gpu_info *gpus; /* the rows met so far */
     size_t ngpus;
     int rc;
     tt_fleet_rec f;
@@ -179,7 +179,8 @@ static void export_json(tt_export *e, tt_store *st, tt_store *gst) {
     }
     int64_t total = p.n;
     char head[128];
-    int n = snprintf(head, sizeof head, "OK format=json records=%lld lines=%lld\n", (long long)total, (long long)total);
+    int n = snprintf(head, sizeof head, "OK format=json records=%lld lines=%lld\n", (long long)total,
+                     (long long)total);
     if (emit(e, head, (size_t)n) < 0) goto out;
     e->header_sent = 1;
     p.format = 1;
@@ -208,7 +209,8 @@ static void export_sqlite(tt_export *e, tt_store *st) {
     long size = -1;
     if ((f = fopen(path, "rb")) && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
     if (size < 0 || size > SNAPSHOT_MAX) {
-        if (size > SNAPSHOT_MAX) fail(e, TT_ERRC_RANGE, "the database snapshot is %ld bytes, over %d to send", size, SNAPSHOT_MAX);
+        if (size > SNAPSHOT_MAX)
+            fail(e, TT_ERRC_RANGE, "the database snapshot is %ld bytes, over %d to send", size, SNAPSHOT_MAX);
         else fail(e, TT_ERRC_DB, "snapshot: cannot read it back");
         goto out;
     }
@@ -408,8 +410,8 @@ void tt_handle_export(tt_hctx *x, tt_session *s, const tt__msg *m, tt_buf *out) 
     req_export r;
     uint32_t has;
     char err[256];
-    int rc = tt__fields_decode(m, export_spec, (int)(sizeof export_spec / sizeof export_spec[0]), &r, &has, err,
-                               sizeof err);
+    int rc = tt__fields_decode(m, export_spec, (int)(sizeof export_spec / sizeof export_spec[0]), &r, &has,
+                               err, sizeof err);
     if (rc < 0) {
         tt_handle_error(x, out, tt__errc_from_status(rc), "%s", err);
         return;

@@ -13,7 +13,6 @@
 #include "tuner/daemon/log.h"
 #include "common/proto.h"
 
-
 #define JOB_KEYS_MAX 4096
 /* Refused admin verbs are logged at most this often (a non-admin could
  * otherwise fill the journal); the rest are counted in the next line. */
@@ -79,13 +78,18 @@ int tt_need_admin(tt_hctx *x, tt_session *s, const char *verb, tt_buf *out) {
 
 /* ---- the verbs' requests and field tables ------------------------------------------------ */
 
-#define F_INT(st, f, name, req, lo, hi, dflt) {name, TT_FT_INT, req, lo, hi, dflt, NULL, NULL, offsetof(st, f)}
-#define F_HEX(st, f, name) {name, TT_FT_HEX, 0, 0, 0, 0, NULL, NULL, offsetof(st, f)}
-#define F_WORD(st, f, name, words) {name, TT_FT_WORD, 0, 0, 0, 0, words, NULL, offsetof(st, f)}
+#define F_INT(st, f, name, req, lo, hi, dflt) \
+    { name, TT_FT_INT, req, lo, hi, dflt, NULL, NULL, offsetof(st, f) }
+#define F_HEX(st, f, name) \
+    { name, TT_FT_HEX, 0, 0, 0, 0, NULL, NULL, offsetof(st, f) }
+#define F_WORD(st, f, name, words) \
+    { name, TT_FT_WORD, 0, 0, 0, 0, words, NULL, offsetof(st, f) }
 #define F_ENUM(st, f, name, set, parse, dflt) \
-    {name, TT_FT_ENUM, 0, 0, 0, dflt, (const char *const[]){set, NULL}, parse, offsetof(st, f)}
-#define F_INTS(st, f, name, req, lo, hi) {name, TT_FT_INTS, req, lo, hi, 0, NULL, NULL, offsetof(st, f)}
-#define F_TEXT(st, f, name) {name, TT_FT_TEXT, 0, 0, 0, 0, NULL, NULL, offsetof(st, f)}
+    { name, TT_FT_ENUM, 0, 0, 0, dflt, (const char *const[]){set, NULL}, parse, offsetof(st, f) }
+#define F_INTS(st, f, name, req, lo, hi) \
+    { name, TT_FT_INTS, req, lo, hi, 0, NULL, NULL, offsetof(st, f) }
+#define F_TEXT(st, f, name) \
+    { name, TT_FT_TEXT, 0, 0, 0, 0, NULL, NULL, offsetof(st, f) }
 #define NSPEC(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static int parse_mode(const char *s, int *out) {
@@ -131,10 +135,11 @@ static const tt__fspec stats_spec[] = {
 };
 
 /* The options TUNE and TUNE stale=1 share. */
-#define JOB_OPTIONS(st)                                                                            \
-    F_ENUM(st, mode, "mode", "exhaustive or fast", parse_mode, TT_JOB_EXHAUSTIVE),                 \
-        /* 65535: the kernel's grid takes batch in gridDim.z; 0: the worker's rule */               \
-        F_INT(st, batch, "batch", 0, 1, 65535, 0), F_INT(st, heads, "heads", 0, 1, 4096, 0), F_HEX(st, gpu, "gpu")
+#define JOB_OPTIONS(st)                                                                                      \
+    F_ENUM(st, mode, "mode", "exhaustive or fast", parse_mode,                                               \
+           TT_JOB_EXHAUSTIVE), /* 65535: the kernel's grid takes batch in gridDim.z; 0: the worker's rule */ \
+        F_INT(st, batch, "batch", 0, 1, 65535, 0), F_INT(st, heads, "heads", 0, 1, 4096, 0),                 \
+        F_HEX(st, gpu, "gpu")
 
 typedef struct req_tune {
     tt__ints dtype, hdim, causal, seqlen, seqlen_k, group;
@@ -226,11 +231,12 @@ static void h_hello(tt_hctx *x, tt_session *s, const void *req, uint32_t has, tt
     const req_hello *r = req;
     (void)s;
     if (TT_HAS(has, 0) && r->proto != TT_PROTOCOL_VERSION) {
-        ERR(VERSION, "protocol %lld not spoken; this daemon speaks %d", (long long)r->proto, TT_PROTOCOL_VERSION);
+        ERR(VERSION, "protocol %lld not spoken; this daemon speaks %d", (long long)r->proto,
+            TT_PROTOCOL_VERSION);
         return;
     }
-    tt_buf_printf(out, "OK proto=%d server=tiletuned/%s rev=%s gpu=%s\n", TT_PROTOCOL_VERSION, TT_VERSION_STRING,
-                  x->rev, x->gpu[0] ? x->gpu : "none");
+    tt_buf_printf(out, "OK proto=%d server=tiletuned/%s rev=%s gpu=%s\n", TT_PROTOCOL_VERSION,
+                  TT_VERSION_STRING, x->rev, x->gpu[0] ? x->gpu : "none");
 }
 
 static void h_ping(tt_hctx *x, tt_session *s, const void *req, uint32_t has, tt_buf *out) {
@@ -379,7 +385,8 @@ static int job_create_per_model(tt_hctx *x, tt_key_v2 **keys, int *n, tt_job_mod
             }
             for (int g = 0; g < models; g++) {
                 k2[k] = (*keys)[i];
-                snprintf(k2[k++].gpu, TT_ID_MAX, "%.*s", TT_ID_MAX - 1, fps[g]); /* fingerprints fit: -O3 cannot tell */
+                snprintf(k2[k++].gpu, TT_ID_MAX, "%.*s", TT_ID_MAX - 1,
+                         fps[g]); /* fingerprints fit: -O3 cannot tell */
             }
         }
         free(*keys);
@@ -391,12 +398,14 @@ static int job_create_per_model(tt_hctx *x, tt_key_v2 **keys, int *n, tt_job_mod
 
 /* A new job of keys[0..n) (freed here), each key without gpu= once per GPU
  * model of the node when `per_model`; answers OK job= or ERR. */
-static void queue_job(tt_hctx *x, tt_key_v2 *keys, int n, int per_model, int mode, int64_t batch, int64_t heads,
-                      const char *what, tt_buf *out) {
+static void queue_job(tt_hctx *x, tt_key_v2 *keys, int n, int per_model, int mode, int64_t batch,
+                      int64_t heads, const char *what, tt_buf *out) {
     int64_t id;
     tt_job_info info;
-    int rc = per_model ? job_create_per_model(x, &keys, &n, (tt_job_mode)mode, (int32_t)batch, (int32_t)heads, &id)
-                       : tt_store_job_create(x->store, keys, n, (tt_job_mode)mode, (int32_t)batch, (int32_t)heads, &id);
+    int rc =
+        per_model
+            ? job_create_per_model(x, &keys, &n, (tt_job_mode)mode, (int32_t)batch, (int32_t)heads, &id)
+            : tt_store_job_create(x->store, keys, n, (tt_job_mode)mode, (int32_t)batch, (int32_t)heads, &id);
     free(keys);
     if (rc == TT_ERR_RANGE) {
         ERR(RANGE, "one key per GPU model of this node is over %d keys in one job", JOB_KEYS_MAX);
@@ -590,8 +599,8 @@ typedef struct progress_ctx {
     tt_buf body;
     int n;
     int64_t measured, first_claim;
-    double w_done, w_left;  /* keys weighted by their cost, for the ETA */
-    double best_tflops;     /* the fastest winner among the job's keys */
+    double w_done, w_left; /* keys weighted by their cost, for the ETA */
+    double best_tflops;    /* the fastest winner among the job's keys */
     char best_key[160], best_cfg[TT_CONFIG_TEXT_MAX];
 } progress_ctx;
 
@@ -627,7 +636,8 @@ static int add_progress(void *ud, const tt_jkey_progress *p) {
     tt_buf_append(&c->body, "\n", 1);
     c->n++;
     c->measured += p->measured;
-    if (p->claimed_at > 0 && (c->first_claim == 0 || p->claimed_at < c->first_claim)) c->first_claim = p->claimed_at;
+    if (p->claimed_at > 0 && (c->first_claim == 0 || p->claimed_at < c->first_claim))
+        c->first_claim = p->claimed_at;
     if (p->state == TT_JKEY_DONE || p->state == TT_JKEY_FAILED) c->w_done += key_weight(&p->key);
     else if (p->state == TT_JKEY_PENDING || p->state == TT_JKEY_RUNNING) c->w_left += key_weight(&p->key);
     return 0;
@@ -663,14 +673,17 @@ static void h_job(tt_hctx *x, tt_session *s, const void *req, uint32_t has, tt_b
     int64_t now = (int64_t)time(NULL), end = finished ? j.updated_at : now;
     int64_t elapsed = c.first_claim > 0 && end > c.first_claim ? end - c.first_claim : 0;
     /* -1: no estimate yet (nothing finished) or nothing left */
-    int64_t eta = !finished && c.w_done > 0 && c.w_left > 0 ? (int64_t)(elapsed * c.w_left / c.w_done + 0.5) : -1;
-    tt_buf_printf(out, "OK job=%lld state=%s mode=%s keys=%lld done=%lld failed=%lld running=%lld measured=%lld "
-                       "created=%lld elapsed_s=%lld eta_s=%lld",
+    int64_t eta =
+        !finished && c.w_done > 0 && c.w_left > 0 ? (int64_t)(elapsed * c.w_left / c.w_done + 0.5) : -1;
+    tt_buf_printf(out,
+                  "OK job=%lld state=%s mode=%s keys=%lld done=%lld failed=%lld running=%lld measured=%lld "
+                  "created=%lld elapsed_s=%lld eta_s=%lld",
                   (long long)j.id, tt_job_state_name(j.state), tt_job_mode_name(j.mode), (long long)j.keys,
-                  (long long)(j.done + j.failed), (long long)j.failed, (long long)j.running, (long long)c.measured,
-                  (long long)j.created_at, (long long)elapsed, (long long)eta);
+                  (long long)(j.done + j.failed), (long long)j.failed, (long long)j.running,
+                  (long long)c.measured, (long long)j.created_at, (long long)elapsed, (long long)eta);
     if (c.best_tflops > 0)
-        tt_buf_printf(out, " best_tflops=%.2f best_key=%s best_config=%s", c.best_tflops, c.best_key, c.best_cfg);
+        tt_buf_printf(out, " best_tflops=%.2f best_key=%s best_config=%s", c.best_tflops, c.best_key,
+                      c.best_cfg);
     tt_buf_printf(out, " lines=%d\n", c.n);
     tt_buf_append(out, c.body.data, c.body.len);
     tt_buf_free(&c.body);

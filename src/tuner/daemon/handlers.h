@@ -30,14 +30,14 @@ typedef struct tt_hctx {
     tt_store *store;
     tt_stats *stats;
     const tt_auth *auth;
-    tt_supervisor *sup;      /* NULL: no worker supervision (tests) */
-    const char *db_path;     /* for EXPORT format=sqlite's snapshot */
-    int admin_group;         /* an admin group is configured (messages) */
+    tt_supervisor *sup;  /* NULL: no worker supervision (tests) */
+    const char *db_path; /* for EXPORT format=sqlite's snapshot */
+    int admin_group;     /* an admin group is configured (messages) */
     const int64_t *conn_open;
-    uint64_t started_ms;     /* monotonic, for uptime */
-    int64_t start_time_s;    /* Unix time the daemon started (metrics) */
-    int64_t last_import_at;  /* Unix time of the last committed IMPORT, 0: none */
-    uv_loop_t *loop;         /* EXPORT's threads wake the loop */
+    uint64_t started_ms;    /* monotonic, for uptime */
+    int64_t start_time_s;   /* Unix time the daemon started (metrics) */
+    int64_t last_import_at; /* Unix time of the last committed IMPORT, 0: none */
+    uv_loop_t *loop;        /* EXPORT's threads wake the loop */
     /* What a key without gpu=/rev= means: GPU 0's fingerprint ("" while no
      * worker with a GPU said hello) and the workers' kernel revision, else
      * the one built into the daemon. Set by tt_hctx_identity. */
@@ -51,9 +51,9 @@ typedef struct tt_hctx {
 /* The handlers' view of one connection. */
 typedef struct tt_session {
     tt_peer peer;
-    int admin;                       /* -1: not asked yet */
+    int admin;                        /* -1: not asked yet */
     struct tt_fleet_body *fleet_body; /* an IMPORT body in progress */
-    struct tt_export *export;        /* an EXPORT being streamed */
+    struct tt_export *export;         /* an EXPORT being streamed */
 } tt_session;
 
 /* Initializes a session for a peer (admin asked on first need). */

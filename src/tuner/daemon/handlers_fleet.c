@@ -18,7 +18,6 @@
 #include "kernels/variants.h"
 #endif
 
-
 struct tt_fleet_body {
     int64_t remaining; /* body lines still to come */
     int discard;       /* the reply is out already: swallow the body */
@@ -54,8 +53,9 @@ static int arch_rule(const tt_record *r, const tt_gpu_info *g, char *err, size_t
     int rc = tt__variant_check(&r->config, r->key.head_dim, &lim, err, errlen);
     if (rc < 0) return rc;
     if (r->regs > 255 || (int64_t)r->regs * 32 * r->config.warps > 65536)
-        return tt__fail(TT_ERR_RANGE, err, errlen, "%d registers a thread x %d warps do not fit the register file",
-                        (int)r->regs, (int)r->config.warps);
+        return tt__fail(TT_ERR_RANGE, err, errlen,
+                        "%d registers a thread x %d warps do not fit the register file", (int)r->regs,
+                        (int)r->config.warps);
     if (r->smem_bytes > lim.smem_optin)
         return tt__fail(TT_ERR_RANGE, err, errlen, "%d bytes of shared memory, the arch allows %d per block",
                         (int)r->smem_bytes, (int)lim.smem_optin);
@@ -119,8 +119,8 @@ int tt_handle_import(tt_hctx *x, tt_session *s, const tt__msg *m, tt_buf *out) {
     int rc;
     if (tt_need_admin(x, s, "IMPORT", out) < 0) {
         /* answered */
-    } else if ((rc = tt__fields_decode(m, import_spec, (int)(sizeof import_spec / sizeof import_spec[0]), &r, &has,
-                                       err, sizeof err)) < 0) {
+    } else if ((rc = tt__fields_decode(m, import_spec, (int)(sizeof import_spec / sizeof import_spec[0]), &r,
+                                       &has, err, sizeof err)) < 0) {
         tt_handle_error(x, out, tt__errc_from_status(rc), "%s", err);
     } else {
         b->policy = (tt_fleet_policy)r.policy;
@@ -218,8 +218,8 @@ int tt_handle_import_line(tt_hctx *x, tt_session *s, const char *line, size_t le
                 /* Cannot keep the record: the import cannot be whole. */
                 b->discard = 1;
                 ERR(INTERNAL, "out of memory holding the import; nothing changed");
-            } else if (tt_fleet_rec_parse(line, len, tt_fleet_daemon_config_rule, (int64_t)time(NULL), &b->recs[b->n], err,
-                                          sizeof err) < 0) {
+            } else if (tt_fleet_rec_parse(line, len, tt_fleet_daemon_config_rule, (int64_t)time(NULL),
+                                          &b->recs[b->n], err, sizeof err) < 0) {
                 tt_buf_printf(&b->rejects, "record=%lld %s\n", (long long)b->line_no, err);
                 b->nrej++;
             } else {

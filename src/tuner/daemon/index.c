@@ -33,8 +33,8 @@ typedef struct table {
 } table;
 
 struct tt_index {
-    table entries; /* of entry*, by full key */
-    table groups;  /* of group*, by group key */
+    table entries;           /* of entry*, by full key */
+    table groups;            /* of group*, by group key */
     char (*revs)[TT_ID_MAX]; /* every revision ever put: a handful */
     size_t nrevs;
 };
@@ -145,7 +145,8 @@ void tt_index_free(tt_index *ix) {
 
 size_t tt_index_count(const tt_index *ix) { return ix->entries.n; }
 
-void tt_index_each(const tt_index *ix, void (*fn)(void *ud, const tt_key_v2 *key, const tt_config *cfg), void *ud) {
+void tt_index_each(const tt_index *ix, void (*fn)(void *ud, const tt_key_v2 *key, const tt_config *cfg),
+                   void *ud) {
     for (size_t i = 0; i < ix->entries.cap; i++) {
         const entry *e = ix->entries.slots[i];
         if (e) fn(ud, &e->key, &e->cfg);

@@ -26,7 +26,8 @@ int tt_index_put(tt_index *ix, const tt_key_v2 *key, const tt_config *cfg, doubl
 int tt_index_remove(tt_index *ix, const tt_key_v2 *key);
 size_t tt_index_count(const tt_index *ix);
 /* Calls fn for every winner, in no particular order. */
-void tt_index_each(const tt_index *ix, void (*fn)(void *ud, const tt_key_v2 *key, const tt_config *cfg), void *ud);
+void tt_index_each(const tt_index *ix, void (*fn)(void *ud, const tt_key_v2 *key, const tt_config *cfg),
+                   void *ud);
 /* 1 if `key` has a winner under another kernel revision (a stale one). */
 int tt_index_other_rev(const tt_index *ix, const tt_key_v2 *key);
 

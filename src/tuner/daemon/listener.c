@@ -35,8 +35,8 @@ static int someone_listens(const char *path, char *err, size_t errlen) {
     return e == ECONNREFUSED ? 0 : 1;
 }
 
-int tt_listener_open(tt_listener *l, uv_loop_t *loop, const char *path, int backlog,
-                     uv_connection_cb cb, void *data, char *err, size_t errlen) {
+int tt_listener_open(tt_listener *l, uv_loop_t *loop, const char *path, int backlog, uv_connection_cb cb,
+                     void *data, char *err, size_t errlen) {
     memset(l, 0, sizeof *l);
     int rc, n = sd_listen_fds(1);
     if (n < 0) {

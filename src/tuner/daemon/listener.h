@@ -22,8 +22,8 @@ typedef struct tt_listener {
     ino_t ino;
 } tt_listener;
 
-int tt_listener_open(tt_listener *l, uv_loop_t *loop, const char *path, int backlog,
-                     uv_connection_cb cb, void *data, char *err, size_t errlen);
+int tt_listener_open(tt_listener *l, uv_loop_t *loop, const char *path, int backlog, uv_connection_cb cb,
+                     void *data, char *err, size_t errlen);
 /* Stops accepting and removes the socket file if we created it. */
 void tt_listener_close(tt_listener *l);
 

@@ -62,7 +62,8 @@ void tt_log_event(int level, int64_t job, int gpu, const char *key, const char *
     char msg[1040], pr[16], fj[40], fg[24], fk[320];
     struct iovec iov[6];
     int n = 0;
-#define ADD(buf, ...) (snprintf(buf, sizeof buf, __VA_ARGS__), iov[n].iov_base = buf, iov[n].iov_len = strlen(buf), n++)
+#define ADD(buf, ...) \
+    (snprintf(buf, sizeof buf, __VA_ARGS__), iov[n].iov_base = buf, iov[n].iov_len = strlen(buf), n++)
     ADD(msg, "MESSAGE=%s", line);
     ADD(pr, "PRIORITY=%d", prio[level]);
     if (job >= 0) ADD(fj, "JOB=%lld", (long long)job);

@@ -29,12 +29,12 @@ void tt_log_event(int level, int64_t job, int gpu, const char *key, const char *
 
 /* The level test comes first so a disabled line costs one compare: the
  * lookup path logs only at debug level. */
-#define tt_log(level, ...)                                      \
-    do {                                                        \
+#define tt_log(level, ...)                                              \
+    do {                                                                \
         if ((level) <= tt__log_level) tt_log_write(level, __VA_ARGS__); \
     } while (0)
-#define tt_log_ev(level, job, gpu, key, ...)                                  \
-    do {                                                                      \
+#define tt_log_ev(level, job, gpu, key, ...)                                           \
+    do {                                                                               \
         if ((level) <= tt__log_level) tt_log_event(level, job, gpu, key, __VA_ARGS__); \
     } while (0)
 #define tt_err(...) tt_log(TT_LOG_ERR, __VA_ARGS__)

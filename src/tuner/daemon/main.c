@@ -29,8 +29,23 @@
 #endif
 
 enum {
-    O_SOCKET, O_DB, O_CACHE, O_WORKER, O_WTIMEOUT, O_GROUP, O_MAXCONN, O_PERUSER, O_ADMINCONN, O_IDLE, O_LOG, O_CONFIG, O_FG,
-    O_HELP, O_HELP_MAN, O_VERSION, O_COUNT
+    O_SOCKET,
+    O_DB,
+    O_CACHE,
+    O_WORKER,
+    O_WTIMEOUT,
+    O_GROUP,
+    O_MAXCONN,
+    O_PERUSER,
+    O_ADMINCONN,
+    O_IDLE,
+    O_LOG,
+    O_CONFIG,
+    O_FG,
+    O_HELP,
+    O_HELP_MAN,
+    O_VERSION,
+    O_COUNT
 };
 
 typedef struct opt {
@@ -39,25 +54,40 @@ typedef struct opt {
 } opt;
 
 static const opt opts[O_COUNT] = {
-    [O_SOCKET] = {"socket", "PATH", "listening socket (default $TILETUNE_SOCKET, else " DEFAULT_SOCKET "); a socket "
-                                   "passed by systemd takes precedence", 1},
-    [O_DB] = {"db", "PATH", "tuning database (default $TILETUNE_DB, else " DEFAULT_DB "); one daemon per database: "
-                           "a second one exits naming the first", 1},
+    [O_SOCKET] = {"socket", "PATH",
+                  "listening socket (default $TILETUNE_SOCKET, else " DEFAULT_SOCKET "); a socket "
+                  "passed by systemd takes precedence",
+                  1},
+    [O_DB] = {"db", "PATH",
+              "tuning database (default $TILETUNE_DB, else " DEFAULT_DB "); one daemon per database: "
+              "a second one exits naming the first",
+              1},
     [O_CACHE] = {"cache-dir", "PATH", "compiled-kernel cache for the workers (default " DEFAULT_CACHE ")", 1},
-    [O_WORKER] = {"worker", "PATH", "measurement worker program (default: tiletune-worker next to this binary, else "
-                                   "in " TT_WORKER_RELATIVE " from it); \"\" runs without one", 1},
+    [O_WORKER] = {"worker", "PATH",
+                  "measurement worker program (default: tiletune-worker next to this binary, else "
+                  "in " TT_WORKER_RELATIVE " from it); \"\" runs without one",
+                  1},
     [O_WTIMEOUT] = {"worker-timeout", "SEC", "kill a measuring worker silent this long (default 300)", 1},
-    [O_GROUP] = {"admin-group", "NAME", "members may TUNE, CANCEL, FORGET and IMPORT (root and the daemon's own user "
-                                       "always may); none by default", 2},
-    [O_MAXCONN] = {"max-connections", "N", "connection cap; beyond it clients get ERR busy (default 1024)", 2},
-    [O_PERUSER] = {"max-connections-per-user", "N", "connections one user but root and the daemon's may hold "
-                                                    "(default a quarter of max-connections)", 1},
-    [O_ADMINCONN] = {"admin-connections", "N", "slots of the cap only root and the daemon's user may take "
-                                               "(default 1/64 of max-connections)", 1},
+    [O_GROUP] = {"admin-group", "NAME",
+                 "members may TUNE, CANCEL, FORGET and IMPORT (root and the daemon's own user "
+                 "always may); none by default",
+                 2},
+    [O_MAXCONN] = {"max-connections", "N", "connection cap; beyond it clients get ERR busy (default 1024)",
+                   2},
+    [O_PERUSER] = {"max-connections-per-user", "N",
+                   "connections one user but root and the daemon's may hold "
+                   "(default a quarter of max-connections)",
+                   1},
+    [O_ADMINCONN] = {"admin-connections", "N",
+                     "slots of the cap only root and the daemon's user may take "
+                     "(default 1/64 of max-connections)",
+                     1},
     [O_IDLE] = {"idle-timeout", "SEC", "close connections idle this long (default 300)", 2},
     [O_LOG] = {"log-level", "LEVEL", "error, warn, info or debug (default info)", 2},
-    [O_CONFIG] = {"config", "FILE", "configuration file (default $TILETUNED_CONFIG, else " TT_CONFIG_DEFAULT
-                                   ", which may be absent)", 0},
+    [O_CONFIG] = {"config", "FILE",
+                  "configuration file (default $TILETUNED_CONFIG, else " TT_CONFIG_DEFAULT
+                  ", which may be absent)",
+                  0},
     [O_FG] = {"foreground", NULL, "run in the foreground (always the case; for scripts)", 0},
     [O_HELP] = {"help", NULL, "show this help", 0},
     [O_HELP_MAN] = {"help-man", NULL, "print the manual page (roff)", 0},
@@ -69,7 +99,8 @@ static void usage(FILE *f) {
                "Serve tuned SDPA kernel configs over a Unix socket and run tuning jobs.\n\n");
     for (int i = 0; i < O_COUNT; i++) {
         char left[64];
-        snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
+        snprintf(left, sizeof left, "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
+                 opts[i].arg ? opts[i].arg : "");
         fprintf(f, "  %-22s %s\n", left, opts[i].help);
     }
     fprintf(f, "\nThe configuration file holds \"key = value\" lines, the keys being the\n"
@@ -108,8 +139,9 @@ static void man_page(void) {
          "(\\fBsystemctl reload tiletuned\\fR) the file is read again and admin\\-group,\n"
          "max\\-connections, idle\\-timeout and log\\-level take effect; the others need a\n"
          "restart. A file that does not parse is refused whole and the settings stay.");
-    puts(".SH SIGNALS\n.TP\n.B SIGTERM, SIGINT\nstop: answer what is in flight, stop the workers, close the database.\n"
-         ".TP\n.B SIGHUP\nre-read the configuration file.");
+    puts(
+        ".SH SIGNALS\n.TP\n.B SIGTERM, SIGINT\nstop: answer what is in flight, stop the workers, close the database.\n"
+        ".TP\n.B SIGHUP\nre-read the configuration file.");
     puts(".SH ENVIRONMENT\n.TP\n.B TILETUNE_SOCKET, TILETUNE_DB\ndefaults of \\-\\-socket and \\-\\-db.\n"
          ".TP\n.B TILETUNED_CONFIG\ndefault of \\-\\-config.");
     puts(".SH FILES\n.TP\n.B " TT_CONFIG_DEFAULT "\nthe configuration file.\n.TP\n.B " DEFAULT_DB
@@ -223,15 +255,20 @@ static int to_opts(const settings *s, tt_daemon_opts *o, int *level, char *err, 
     o->max_per_user = 0;
     o->admin_reserved = -1;
     *level = TT_LOG_INFO;
-    if ((v = s->val[O_WTIMEOUT]) && int_val("worker-timeout", v, 1, 86400, &o->worker_timeout_s, err, errlen) < 0) return -1;
-    if ((v = s->val[O_MAXCONN]) && int_val("max-connections", v, 1, 1 << 20, &o->max_connections, err, errlen) < 0)
+    if ((v = s->val[O_WTIMEOUT]) &&
+        int_val("worker-timeout", v, 1, 86400, &o->worker_timeout_s, err, errlen) < 0)
+        return -1;
+    if ((v = s->val[O_MAXCONN]) &&
+        int_val("max-connections", v, 1, 1 << 20, &o->max_connections, err, errlen) < 0)
         return -1;
     if ((v = s->val[O_PERUSER]) &&
         int_val("max-connections-per-user", v, 1, 1 << 20, &o->max_per_user, err, errlen) < 0)
         return -1;
-    if ((v = s->val[O_ADMINCONN]) && int_val("admin-connections", v, 0, 1 << 20, &o->admin_reserved, err, errlen) < 0)
+    if ((v = s->val[O_ADMINCONN]) &&
+        int_val("admin-connections", v, 0, 1 << 20, &o->admin_reserved, err, errlen) < 0)
         return -1;
-    if ((v = s->val[O_IDLE]) && int_val("idle-timeout", v, 1, 86400 * 7, &o->idle_timeout_s, err, errlen) < 0) return -1;
+    if ((v = s->val[O_IDLE]) && int_val("idle-timeout", v, 1, 86400 * 7, &o->idle_timeout_s, err, errlen) < 0)
+        return -1;
     if ((v = s->val[O_LOG]) && tt_log_level_parse(v, level) < 0) {
         snprintf(err, errlen, "log-level must be error, warn, info or debug, not '%s'", v);
         return -1;
@@ -241,7 +278,7 @@ static int to_opts(const settings *s, tt_daemon_opts *o, int *level, char *err, 
 
 /* ---- SIGHUP ------------------------------------------------------------------- */
 
-static settings live;       /* what the daemon runs with */
+static settings live; /* what the daemon runs with */
 static const char *config_path;
 static int config_must_exist;
 
@@ -260,14 +297,16 @@ static int reload(void *ud, tt_daemon_opts *o, char *err, size_t errlen) {
     tt_auth check;
     int level;
     if (read_config(config_path, config_must_exist, &next, err, errlen) < 0 ||
-        to_opts(&next, &no, &level, err, errlen) < 0 || tt_auth_init(&check, no.admin_group, err, errlen) < 0) {
+        to_opts(&next, &no, &level, err, errlen) < 0 ||
+        tt_auth_init(&check, no.admin_group, err, errlen) < 0) {
         settings_free(&next);
         return -1;
     }
     for (int i = 0; i < O_COUNT; i++) {
         const char *a = live.val[i] ? live.val[i] : "", *b = next.val[i] ? next.val[i] : "";
         if (opts[i].in_file == 1 && strcmp(a, b) != 0)
-            tt_warn("reload: %s changed in %s; it takes effect at the next restart", opts[i].name, config_path);
+            tt_warn("reload: %s changed in %s; it takes effect at the next restart", opts[i].name,
+                    config_path);
     }
     /* Only the reloadable values move to the live set: the others keep
      * describing what runs. */
@@ -350,7 +389,8 @@ static void default_worker(char *buf, size_t len) {
 int main(int argc, char **argv) {
     struct option longopts[O_COUNT + 1];
     for (int i = 0; i < O_COUNT; i++)
-        longopts[i] = (struct option){opts[i].name, opts[i].arg ? required_argument : no_argument, NULL, 256 + i};
+        longopts[i] =
+            (struct option){opts[i].name, opts[i].arg ? required_argument : no_argument, NULL, 256 + i};
     longopts[O_COUNT] = (struct option){NULL, 0, NULL, 0};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -378,7 +418,8 @@ int main(int argc, char **argv) {
     }
     /* defaults < configuration file < environment < command line */
     const char *env_sock = getenv("TILETUNE_SOCKET"), *env_db = getenv("TILETUNE_DB");
-    if (!live.val[O_SOCKET] && env_sock && *env_sock) set_val(&live, O_SOCKET, env_sock), live.from_cmdline[O_SOCKET] = 1;
+    if (!live.val[O_SOCKET] && env_sock && *env_sock)
+        set_val(&live, O_SOCKET, env_sock), live.from_cmdline[O_SOCKET] = 1;
     if (!live.val[O_DB] && env_db && *env_db) set_val(&live, O_DB, env_db), live.from_cmdline[O_DB] = 1;
     config_path = live.val[O_CONFIG];
     config_must_exist = config_path != NULL;

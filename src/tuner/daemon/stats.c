@@ -49,8 +49,8 @@ static void emit(body *b, int prom, const family *f, int *header_done, const cha
     if (b->full) return;
     if (prom) {
         if (!*header_done) {
-            tt_buf_printf(out, "# HELP tiletune_%s %s\n# TYPE tiletune_%s %s\n", f->name, f->help,
-                          f->name, f->type);
+            tt_buf_printf(out, "# HELP tiletune_%s %s\n# TYPE tiletune_%s %s\n", f->name, f->help, f->name,
+                          f->type);
             settle(b, before);
             if (b->full) return;
             *header_done = 1;
@@ -105,15 +105,18 @@ static void build_and_process(body *b, int prom, const tt_stats_gauges *g) {
 static void lookup_histogram(body *b, int prom, const tt_stats *s) {
     uint64_t cum = 0;
     if (prom)
-        line(b, "# HELP tiletune_lookup_duration_seconds Time to answer a LOOKUP, from its line to its reply.\n"
-                "# TYPE tiletune_lookup_duration_seconds histogram\n");
+        line(b,
+             "# HELP tiletune_lookup_duration_seconds Time to answer a LOOKUP, from its line to its reply.\n"
+             "# TYPE tiletune_lookup_duration_seconds histogram\n");
     for (int i = 0; i <= TT_LOOKUP_BUCKETS; i++) {
         cum += s->lookup_hist[i];
         if (i == TT_LOOKUP_BUCKETS) {
-            if (prom) line(b, "tiletune_lookup_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+            if (prom)
+                line(b, "tiletune_lookup_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+                     (unsigned long long)cum);
         } else if (prom) {
-            line(b, "tiletune_lookup_duration_seconds_bucket{le=\"%g\"} %llu\n", (double)tt_lookup_bucket_ns[i] / 1e9,
-                 (unsigned long long)cum);
+            line(b, "tiletune_lookup_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                 (double)tt_lookup_bucket_ns[i] / 1e9, (unsigned long long)cum);
         } else {
             line(b, "lookup_duration_le_%lluns %llu\n", (unsigned long long)tt_lookup_bucket_ns[i],
                  (unsigned long long)cum);
@@ -139,7 +142,9 @@ static int on_group(void *ud, const char *gpu, const char *rev, int64_t n) {
     group_ctx *x = ud;
     int stale = x->rev && strcmp(rev, x->rev) != 0;
     if (stale) x->stale += n;
-    if (x->prom) line(x->b, "tiletune_table_records{gpu=\"%s\",rev=\"%s\",stale=\"%d\"} %lld\n", gpu, rev, stale, (long long)n);
+    if (x->prom)
+        line(x->b, "tiletune_table_records{gpu=\"%s\",rev=\"%s\",stale=\"%d\"} %lld\n", gpu, rev, stale,
+             (long long)n);
     else line(x->b, "table_records_%s_%s %lld\n", gpu, rev, (long long)n);
     return 0;
 }
@@ -164,49 +169,71 @@ int tt_stats_format(const tt_stats *s, const tt_stats_gauges *g, int prom, tt_bu
     static const family lookups = {"lookups_total", "Lookups answered, by match kind.", "counter", "match"};
     static const family errors = {"errors_total", "ERR replies, by code.", "counter", "code"};
     static const family accepted = {"connections_accepted_total", "Connections accepted.", "counter", NULL};
-    static const family refused = {"connections_refused_total", "Connections refused at the connection cap.", "counter", NULL};
-    static const family timedout = {"connections_timed_out_total", "Connections closed for idleness.", "counter", NULL};
+    static const family refused = {"connections_refused_total", "Connections refused at the connection cap.",
+                                   "counter", NULL};
+    static const family timedout = {"connections_timed_out_total", "Connections closed for idleness.",
+                                    "counter", NULL};
     static const family open = {"connections_open", "Connections open now.", "gauge", NULL};
-    static const family jobs = {"queue_jobs", "Tuning jobs in the persistent queue, by state.", "gauge", "state"};
+    static const family jobs = {"queue_jobs", "Tuning jobs in the persistent queue, by state.", "gauge",
+                                "state"};
     static const family created = {"jobs_created_total", "Tuning jobs created since start.", "counter", NULL};
-    static const family cancelled = {"jobs_cancelled_total", "Tuning jobs cancelled since start.", "counter", NULL};
+    static const family cancelled = {"jobs_cancelled_total", "Tuning jobs cancelled since start.", "counter",
+                                     NULL};
     static const family meas = {"measurements_total", "Measurements received from workers.", "counter", NULL};
-    static const family wstarts = {"worker_starts_total", "Measurement worker processes started.", "counter", NULL};
-    static const family wfail = {"worker_failures_total", "Worker processes that died or were killed.", "counter", NULL};
+    static const family wstarts = {"worker_starts_total", "Measurement worker processes started.", "counter",
+                                   NULL};
+    static const family wfail = {"worker_failures_total", "Worker processes that died or were killed.",
+                                 "counter", NULL};
     static const family records = {"records", "Tuned winners held in memory.", "gauge", NULL};
     static const family gpus = {"gpus", "GPUs reported by the measurement workers.", "gauge", NULL};
     static const family uptime = {"uptime_seconds", "Seconds since the daemon started.", "gauge", NULL};
-    static const family stale = {"stale_keys", "Keys of this GPU whose only winner is of another kernel revision.", "gauge", NULL};
-    static const family imported = {"last_import_timestamp_seconds", "When an import last changed the database (0: not since start).", "gauge", NULL};
-    static const family table = {"table_info", "The served table's checksum (same table, same checksum).", "gauge", "checksum"};
+    static const family stale = {
+        "stale_keys", "Keys of this GPU whose only winner is of another kernel revision.", "gauge", NULL};
+    static const family imported = {"last_import_timestamp_seconds",
+                                    "When an import last changed the database (0: not since start).", "gauge",
+                                    NULL};
+    static const family table = {"table_info", "The served table's checksum (same table, same checksum).",
+                                 "gauge", "checksum"};
 
     hd = 0;
-    for (int i = 0; i < TT_VERB_COUNT; i++) emit(&b, prom, &requests, &hd, tt__verb_name((tt_verb)i), (long long)s->requests[i]);
+    for (int i = 0; i < TT_VERB_COUNT; i++)
+        emit(&b, prom, &requests, &hd, tt__verb_name((tt_verb)i), (long long)s->requests[i]);
     hd = 0;
-    for (int i = 0; i < TT_MATCH_COUNT; i++) emit(&b, prom, &lookups, &hd, tt__match_word(i), (long long)s->lookups[i]);
+    for (int i = 0; i < TT_MATCH_COUNT; i++)
+        emit(&b, prom, &lookups, &hd, tt__match_word(i), (long long)s->lookups[i]);
     hd = 0;
-    for (int i = 0; i < TT_ERRC_COUNT; i++) emit(&b, prom, &errors, &hd, tt__errc_name((tt_errc)i), (long long)s->errors[i]);
+    for (int i = 0; i < TT_ERRC_COUNT; i++)
+        emit(&b, prom, &errors, &hd, tt__errc_name((tt_errc)i), (long long)s->errors[i]);
     const struct {
         const family *f;
         long long v;
     } single[] = {
-        {&accepted, (long long)s->conn_accepted}, {&refused, (long long)s->conn_refused},
-        {&timedout, (long long)s->conn_timed_out}, {&open, g->conn_open},
-        {&created, (long long)s->jobs_created}, {&cancelled, (long long)s->jobs_cancelled},
-        {&meas, (long long)s->measurements}, {&wstarts, (long long)s->worker_starts},
-        {&wfail, (long long)s->worker_failures}, {&records, g->records}, {&gpus, g->gpus},
-        {&uptime, g->uptime_s}, {&stale, g->stale}, {&imported, g->last_import_at},
+        {&accepted, (long long)s->conn_accepted},
+        {&refused, (long long)s->conn_refused},
+        {&timedout, (long long)s->conn_timed_out},
+        {&open, g->conn_open},
+        {&created, (long long)s->jobs_created},
+        {&cancelled, (long long)s->jobs_cancelled},
+        {&meas, (long long)s->measurements},
+        {&wstarts, (long long)s->worker_starts},
+        {&wfail, (long long)s->worker_failures},
+        {&records, g->records},
+        {&gpus, g->gpus},
+        {&uptime, g->uptime_s},
+        {&stale, g->stale},
+        {&imported, g->last_import_at},
     };
     for (size_t i = 0; i < sizeof single / sizeof single[0]; i++) {
         hd = 0;
         emit(&b, prom, single[i].f, &hd, NULL, single[i].v);
     }
     hd = 0;
-    for (int i = 0; i < TT_JOB_STATE_COUNT; i++) emit(&b, prom, &jobs, &hd, tt__job_state_word(i), g->jobs[i]);
+    for (int i = 0; i < TT_JOB_STATE_COUNT; i++)
+        emit(&b, prom, &jobs, &hd, tt__job_state_word(i), g->jobs[i]);
     hd = 0;
     if (g->table) emit(&b, prom, &table, &hd, g->table, 1);
-    static const family restarts = {"worker_restarts_total", "Worker processes started again after a GPU's first.",
-                                    "counter", NULL};
+    static const family restarts = {"worker_restarts_total",
+                                    "Worker processes started again after a GPU's first.", "counter", NULL};
     hd = 0;
     emit(&b, prom, &restarts, &hd, NULL, (long long)s->worker_restarts);
     build_and_process(&b, prom, g);

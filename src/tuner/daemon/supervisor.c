@@ -52,8 +52,8 @@ typedef struct worker {
     tt_job_claim claim;
     tt_key_v2 rkey; /* the claim's key with gpu and rev resolved */
     int64_t task;
-    int crashes;  /* of the worker while on this claim */
-    int trying;   /* a TRY without its RESULT */
+    int crashes; /* of the worker while on this claim */
+    int trying;  /* a TRY without its RESULT */
     tt_config try_cfg;
     /* The variant the worker died on, recorded once the restarted worker
      * says HELLO with its GPU: a GPU that fell off the bus killed the
@@ -185,13 +185,14 @@ static void on_timeout(uv_timer_t *t) {
         kill_worker(w, KILL_STOP, SIGKILL);
         if (w->exited) close_out(w);
     } else if (w->state == W_STARTING) {
-        tt_log_ev(TT_LOG_WARN, -1, w->index, NULL, "worker for GPU %d said no HELLO within %d s: killing it", w->index,
-                w->sup->opts.hello_timeout_s);
+        tt_log_ev(TT_LOG_WARN, -1, w->index, NULL, "worker for GPU %d said no HELLO within %d s: killing it",
+                  w->index, w->sup->opts.hello_timeout_s);
         kill_worker(w, KILL_HELLO, SIGKILL);
     } else if (w->state == W_BUSY) {
-        tt_log_ev(TT_LOG_WARN, w->has_claim ? w->claim.job_id : -1, w->index, w->has_claim ? claim_key(w) : NULL,
+        tt_log_ev(TT_LOG_WARN, w->has_claim ? w->claim.job_id : -1, w->index,
+                  w->has_claim ? claim_key(w) : NULL,
                   "worker for GPU %d silent for %d s while measuring: killing it", w->index,
-                w->sup->opts.measure_timeout_s);
+                  w->sup->opts.measure_timeout_s);
         kill_worker(w, KILL_SILENCE, SIGKILL);
     }
 }
@@ -215,9 +216,11 @@ static void on_proc_exit(uv_process_t *p, int64_t status, int sig) {
     worker *w = p->data;
     w->exited = 1;
     if (sig)
-        tt_log_ev(w->sup->stopping ? TT_LOG_DEBUG : TT_LOG_WARN, -1, w->index, NULL, "worker for GPU %d killed by signal %d",
-                  w->index, sig);
-    else if (status) tt_log_ev(TT_LOG_WARN, -1, w->index, NULL, "worker for GPU %d exited with status %lld", w->index, (long long)status);
+        tt_log_ev(w->sup->stopping ? TT_LOG_DEBUG : TT_LOG_WARN, -1, w->index, NULL,
+                  "worker for GPU %d killed by signal %d", w->index, sig);
+    else if (status)
+        tt_log_ev(TT_LOG_WARN, -1, w->index, NULL, "worker for GPU %d exited with status %lld", w->index,
+                  (long long)status);
     else tt_log_ev(TT_LOG_DEBUG, -1, w->index, NULL, "worker for GPU %d exited", w->index);
     close_handle((uv_handle_t *)&w->proc);
     close_handle((uv_handle_t *)&w->in);
@@ -255,8 +258,8 @@ static void release_claim(worker *w, const char *why) {
         tt_err("giving back key %d of job %lld failed: %s", w->claim.seq, (long long)w->claim.job_id,
                tt_store_errmsg(s->store));
     else
-        tt_info("key %d of job %lld given back to the queue: %s", w->claim.seq,
-                (long long)w->claim.job_id, why);
+        tt_info("key %d of job %lld given back to the queue: %s", w->claim.seq, (long long)w->claim.job_id,
+                why);
     w->has_claim = 0;
     w->trying = 0;
 }
@@ -285,7 +288,8 @@ static void settle_blame(worker *w, int gpu_there) {
         record(w, &w->blamed);
     } else {
         tt_log_ev(TT_LOG_WARN, -1, w->index, NULL,
-                  "GPU %d's worker died on a variant, but the GPU is gone: the variant is not blamed", w->index);
+                  "GPU %d's worker died on a variant, but the GPU is gone: the variant is not blamed",
+                  w->index);
     }
 }
 
@@ -347,8 +351,9 @@ static void worker_gone(worker *w) {
         w->trying = 0;
         drop_if_cancelled(w);
         if (w->has_claim && w->crashes >= s->opts.max_key_crashes) {
-            tt_log_ev(TT_LOG_WARN, w->claim.job_id, w->index, claim_key(w), "key %d of job %lld failed: its worker died %d times", w->claim.seq,
-                    (long long)w->claim.job_id, w->crashes);
+            tt_log_ev(TT_LOG_WARN, w->claim.job_id, w->index, claim_key(w),
+                      "key %d of job %lld failed: its worker died %d times", w->claim.seq,
+                      (long long)w->claim.job_id, w->crashes);
             finish_key(w, TT_JKEY_FAILED);
         }
     }
@@ -356,7 +361,8 @@ static void worker_gone(worker *w) {
     int shift = w->failures - 1 < 16 ? w->failures - 1 : 16;
     uint64_t ms = (uint64_t)s->opts.backoff_min_ms << shift;
     if (ms > (uint64_t)s->opts.backoff_max_ms) ms = (uint64_t)s->opts.backoff_max_ms;
-    tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "restarting the worker for GPU %d in %llu ms", w->index, (unsigned long long)ms);
+    tt_log_ev(TT_LOG_INFO, -1, w->index, NULL, "restarting the worker for GPU %d in %llu ms", w->index,
+              (unsigned long long)ms);
     timer_start(w, on_backoff_done, ms);
     if (!w->has_claim) dispatch_all(s); /* a released key may go to another GPU */
 }
@@ -615,8 +621,8 @@ static void spawn(worker *w) {
     int rc = uv_spawn(s->loop, &w->proc, &o);
     if (rc < 0) {
         /* The process handle is initialized even on failure: close it. */
-        tt_log(s->no_gpu ? TT_LOG_DEBUG : TT_LOG_WARN, "cannot start the worker %s: %s; tuning waits for a GPU",
-               s->worker_path, uv_strerror(rc));
+        tt_log(s->no_gpu ? TT_LOG_DEBUG : TT_LOG_WARN,
+               "cannot start the worker %s: %s; tuning waits for a GPU", s->worker_path, uv_strerror(rc));
         if (w->index == 0) s->no_gpu = 1;
         w->exited = 1;
         w->out_closed = 1;
@@ -724,14 +730,14 @@ static void dispatch(worker *w) {
     timer_start(w, on_timeout, (uint64_t)s->opts.measure_timeout_s * 1000);
     char key[256];
     tt__key_format(&w->rkey, key, sizeof key);
-    tt_log_ev(TT_LOG_INFO, w->claim.job_id, w->index, key, "GPU %d: measuring %s (job %lld)", w->index, key, (long long)w->claim.job_id);
+    tt_log_ev(TT_LOG_INFO, w->claim.job_id, w->index, key, "GPU %d: measuring %s (job %lld)", w->index, key,
+              (long long)w->claim.job_id);
 }
 
 /* ---- the public side ------------------------------------------------------------ */
 
 int tt_supervisor_start(uv_loop_t *loop, tt_store *store, const tt_supervisor_opts *opts,
-                        const tt_supervisor_events *ev, tt_supervisor **out, char *err,
-                        size_t errlen) {
+                        const tt_supervisor_events *ev, tt_supervisor **out, char *err, size_t errlen) {
     tt_supervisor *s = calloc(1, sizeof *s);
     if (!s) goto nomem;
     s->loop = loop;
@@ -743,8 +749,7 @@ int tt_supervisor_start(uv_loop_t *loop, tt_store *store, const tt_supervisor_op
     if (s->opts.backoff_max_ms <= 0) s->opts.backoff_max_ms = 60000;
     if (s->opts.max_key_crashes <= 0) s->opts.max_key_crashes = 3;
     if (ev) s->ev = *ev;
-    if (opts->worker_path && *opts->worker_path && !(s->worker_path = strdup(opts->worker_path)))
-        goto nomem;
+    if (opts->worker_path && *opts->worker_path && !(s->worker_path = strdup(opts->worker_path))) goto nomem;
     if (opts->cache_dir && *opts->cache_dir && !(s->cache_dir = strdup(opts->cache_dir))) goto nomem;
     s->opts.worker_path = s->worker_path;
     s->opts.cache_dir = s->cache_dir;

@@ -77,10 +77,10 @@ typedef struct tt_supervisor_status {
      * "starting" (waiting for the worker's HELLO), "restarting" (a worker
      * died; back-off running). */
     const char *reason;
-    int gpus; /* GPUs with a worker that said HELLO */
-    int busy; /* workers measuring a key now */
-    int lost; /* GPUs a worker had and then found gone */
-    int models; /* distinct GPU models among the GPUs with a worker */
+    int gpus;            /* GPUs with a worker that said HELLO */
+    int busy;            /* workers measuring a key now */
+    int lost;            /* GPUs a worker had and then found gone */
+    int models;          /* distinct GPU models among the GPUs with a worker */
     char rev[TT_ID_MAX]; /* the workers' kernel revision; "" before HELLO */
     char gpu[TT_ID_MAX]; /* fingerprint of GPU 0; "" if none */
 } tt_supervisor_status;
@@ -95,8 +95,7 @@ const char *tt_tuning_state_name(tt_tuning_state st);
  * tt_supervisor_stop has called its `done`.
  */
 int tt_supervisor_start(uv_loop_t *loop, tt_store *store, const tt_supervisor_opts *opts,
-                        const tt_supervisor_events *ev, tt_supervisor **out, char *err,
-                        size_t errlen);
+                        const tt_supervisor_events *ev, tt_supervisor **out, char *err, size_t errlen);
 /* Jobs were queued (or cancelled): hand keys to idle workers, and probe
  * for a GPU again if none was found (at most every few seconds). */
 void tt_supervisor_kick(tt_supervisor *s);

@@ -46,8 +46,8 @@ static int ensure_gpu(tt_store *s, const tt_fleet_rec *f, seen *gpus, char *why,
     } else if (rc == 0 && (strcmp(have.name, f->gpu.name) != 0 || have.cc_major != f->gpu.cc_major ||
                            have.cc_minor != f->gpu.cc_minor || have.sm_count != f->gpu.sm_count ||
                            (have.mem_bytes >> 20) != (f->gpu.mem_bytes >> 20))) {
-        snprintf(why, whylen, "GPU fingerprint %s already names another model here (%s)",
-                 f->gpu.fingerprint, have.name);
+        snprintf(why, whylen, "GPU fingerprint %s already names another model here (%s)", f->gpu.fingerprint,
+                 have.name);
         return 1;
     }
     if (rc < 0) return rc;

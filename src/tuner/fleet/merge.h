@@ -38,8 +38,8 @@ typedef struct tt_fleet_counts {
 
 typedef struct tt_fleet_merge_opts {
     tt_fleet_policy policy;
-    int dry_run; /* merge, count, then roll back */
-    int strict;  /* one rejected record rolls back everything */
+    int dry_run;           /* merge, count, then roll back */
+    int strict;            /* one rejected record rolls back everything */
     const char *local_gpu; /* this node's fingerprint ("" / NULL: none) */
     const char *local_rev; /* the current kernel revision */
     /* Called for each refused record (its index in recs). May be NULL. */

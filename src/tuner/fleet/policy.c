@@ -20,9 +20,7 @@ int tt_fleet_policy_parse(const char *name, tt_fleet_policy *out) {
     return TT_ERR_INVAL;
 }
 
-const char *tt_fleet_policy_name(tt_fleet_policy p) {
-    return (unsigned)p < 3 ? policy_names[p] : "?";
-}
+const char *tt_fleet_policy_name(tt_fleet_policy p) { return (unsigned)p < 3 ? policy_names[p] : "?"; }
 
 /* The tie band of a time: bands are TT_FLEET_TIE wide in log space, the
  * same on every node (no per-record width: "within each other's spread"
@@ -38,8 +36,8 @@ static int cmp_opt(double a, double b) {
 }
 
 double tt_fleet_time_per_work(const tt_record *r) {
-    double w = tt__sdpa_flops(r->batch, r->heads, r->key.seqlen_q, r->key.seqlen_k, r->key.head_dim,
-                              r->key.causal);
+    double w =
+        tt__sdpa_flops(r->batch, r->heads, r->key.seqlen_q, r->key.seqlen_k, r->key.head_dim, r->key.causal);
     /* ms per TFLOP, a convenient scale; a record without its problem size
      * (never a winner) keeps its raw time */
     return w > 0 ? r->time_ms / (w * 1e-12) : r->time_ms;
@@ -56,8 +54,8 @@ static int cmp_faster(const tt_record *a, const tt_record *b) {
     /* The same config: the faster run, the tighter one, the better sampled,
      * the newer; then anything that still differs, so that no two distinct
      * records rank equal. */
-    if ((c = CMP(wa, wb)) || (c = cmp_opt(a->spread, b->spread)) ||
-        (c = -CMP(a->reps, b->reps)) || (c = -CMP(a->measured_at, b->measured_at)))
+    if ((c = CMP(wa, wb)) || (c = cmp_opt(a->spread, b->spread)) || (c = -CMP(a->reps, b->reps)) ||
+        (c = -CMP(a->measured_at, b->measured_at)))
         return c;
     if ((c = strcmp(a->node, b->node))) return c < 0 ? -1 : 1;
     if ((c = CMP(a->batch, b->batch)) || (c = CMP(a->heads, b->heads)) ||
@@ -67,7 +65,8 @@ static int cmp_faster(const tt_record *a, const tt_record *b) {
         (c = cmp_opt(a->smem_bytes, b->smem_bytes)) || (c = cmp_opt(a->spill_bytes, b->spill_bytes)) ||
         (c = CMP(a->time_ms, b->time_ms)))
         return c;
-    if ((c = strcmp(a->driver, b->driver)) || (c = strcmp(a->cuda, b->cuda)) || (c = strcmp(a->nvrtc, b->nvrtc)))
+    if ((c = strcmp(a->driver, b->driver)) || (c = strcmp(a->cuda, b->cuda)) ||
+        (c = strcmp(a->nvrtc, b->nvrtc)))
         return c < 0 ? -1 : 1;
     return 0;
 }
@@ -79,7 +78,6 @@ int tt_fleet_better(const tt_record *a, const tt_record *b, tt_fleet_policy poli
     }
     return cmp_faster(a, b);
 }
-
 
 uint64_t tt_fleet_table_sum_add(uint64_t sum, const tt_key_v2 *key, const tt_config *cfg) {
     char k[256] = "", c[TT_CONFIG_TEXT_MAX] = "";

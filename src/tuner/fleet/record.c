@@ -12,7 +12,6 @@
 /* How far past `now` a measured_at may lie: clocks of a fleet drift. */
 #define FUTURE_SLACK_S 86400
 
-
 /* ---- reading typed fields ----------------------------------------------------- */
 
 /* Every member of `o` is in `allowed` (NULL-terminated). */
@@ -59,7 +58,7 @@ static int get_int(const json_t *o, const char *where, const char *name, int req
     json_int_t x = json_integer_value(v);
     if (x < min || x > max)
         return tt__fail(TT_ERR_RANGE, err, errlen, "'%s%s' %lld is out of range %lld..%lld", where, name,
-                    (long long)x, (long long)min, (long long)max);
+                        (long long)x, (long long)min, (long long)max);
     *out = x;
     return 0;
 }
@@ -77,22 +76,23 @@ static int get_num(const json_t *o, const char *name, int required, double lo, i
     double x = json_number_value(v);
     if (!(lo_incl ? x >= lo : x > lo) || !(x <= hi))
         return tt__fail(TT_ERR_RANGE, err, errlen, "'%s' %g is out of range %s%g..%g", name, x,
-                    lo_incl ? "" : "above ", lo, hi);
+                        lo_incl ? "" : "above ", lo, hi);
     *out = x;
     return 0;
 }
 
 /* A printable string shorter than cap (control characters would break
  * CSV, logs and terminals). */
-static int get_str(const json_t *o, const char *where, const char *name, int required, char *out,
-                   size_t cap, char *err, size_t errlen) {
+static int get_str(const json_t *o, const char *where, const char *name, int required, char *out, size_t cap,
+                   char *err, size_t errlen) {
     int g;
     const json_t *v = member(o, name, &g);
     if (!g) {
         if (required) return tt__fail(TT_ERR_INVAL, err, errlen, "missing field '%s%s'", where, name);
         return 0;
     }
-    if (!json_is_string(v)) return tt__fail(TT_ERR_INVAL, err, errlen, "'%s%s' must be a string", where, name);
+    if (!json_is_string(v))
+        return tt__fail(TT_ERR_INVAL, err, errlen, "'%s%s' must be a string", where, name);
     const char *s = json_string_value(v);
     size_t n = json_string_length(v);
     if (n >= cap)
@@ -106,13 +106,15 @@ static int get_str(const json_t *o, const char *where, const char *name, int req
 
 /* ---- records -------------------------------------------------------------------- */
 
-static const char *const rec_fields[] = {
-    "kind",  "key",    "config", "batch",        "heads",  "time_ms",   "time_min_ms", "spread",
-    "reps",  "tflops", "status", "measured_at",  "node",   "sm_clock_mhz", "temp_c",   "busy",
-    "regs",  "smem_bytes", "spill_bytes", "gpu", "shard",  NULL};
-static const char *const key_fields[] = {"gpu", "rev", "dtype", "hdim", "causal", "seqlen_q", "seqlen_k", "group", NULL};
-static const char *const gpu_fields[] = {"name", "cc_major", "cc_minor", "sm_count", "mem_bytes",
-                                         "driver", "cuda", "nvrtc", NULL};
+static const char *const rec_fields[] = {"kind",    "key",         "config",     "batch",        "heads",
+                                         "time_ms", "time_min_ms", "spread",     "reps",         "tflops",
+                                         "status",  "measured_at", "node",       "sm_clock_mhz", "temp_c",
+                                         "busy",    "regs",        "smem_bytes", "spill_bytes",  "gpu",
+                                         "shard",   NULL};
+static const char *const key_fields[] = {"gpu",      "rev",      "dtype", "hdim", "causal",
+                                         "seqlen_q", "seqlen_k", "group", NULL};
+static const char *const gpu_fields[] = {"name",   "cc_major", "cc_minor", "sm_count", "mem_bytes",
+                                         "driver", "cuda",     "nvrtc",    NULL};
 
 static int parse_key(const json_t *o, tt_key_v2 *k, char *err, size_t errlen) {
     if (!json_is_object(o)) return tt__fail(TT_ERR_INVAL, err, errlen, "'key' must be an object");
@@ -125,9 +127,11 @@ static int parse_key(const json_t *o, tt_key_v2 *k, char *err, size_t errlen) {
         (rc = get_str(o, "key.", "rev", 1, k->rev, sizeof k->rev, err, errlen)) < 0)
         return rc;
     if (!tt__is_hex_id(k->gpu))
-        return tt__fail(TT_ERR_INVAL, err, errlen, "'key.gpu' must be a GPU fingerprint (1..32 lower-case hex)");
+        return tt__fail(TT_ERR_INVAL, err, errlen,
+                        "'key.gpu' must be a GPU fingerprint (1..32 lower-case hex)");
     if (!tt__is_hex_id(k->rev))
-        return tt__fail(TT_ERR_INVAL, err, errlen, "'key.rev' must be a kernel revision (1..32 lower-case hex)");
+        return tt__fail(TT_ERR_INVAL, err, errlen,
+                        "'key.rev' must be a kernel revision (1..32 lower-case hex)");
     if ((rc = get_str(o, "key.", "dtype", 1, dtype, sizeof dtype, err, errlen)) < 0) return rc;
     if (tt__dtype_parse(dtype, &k->dtype) < 0)
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported dtype '%s' (fp16 or bf16)", dtype);
@@ -173,10 +177,10 @@ static int parse_gpu(const json_t *o, const tt_key_v2 *k, tt_gpu_info *g, char *
     tt_gpu_fingerprint(g->name, g->cc_major, g->cc_minor, g->sm_count, g->mem_bytes, g->fingerprint);
     if (strcmp(g->fingerprint, k->gpu) != 0)
         return tt__fail(TT_ERR_INVAL, err, errlen,
-                    "'key.gpu' %s is not the fingerprint of the GPU described (%s, cc %d.%d, %d SMs, "
-                    "%lld MiB: %s)",
-                    k->gpu, g->name, (int)g->cc_major, (int)g->cc_minor, (int)g->sm_count,
-                    (long long)(g->mem_bytes >> 20), g->fingerprint);
+                        "'key.gpu' %s is not the fingerprint of the GPU described (%s, cc %d.%d, %d SMs, "
+                        "%lld MiB: %s)",
+                        k->gpu, g->name, (int)g->cc_major, (int)g->cc_minor, (int)g->sm_count,
+                        (long long)(g->mem_bytes >> 20), g->fingerprint);
     return 0;
 }
 
@@ -207,14 +211,15 @@ static int parse_record(const json_t *o, tt_fleet_config_check check, int64_t no
     memcpy(cfg_text, s, sizeof s);
     if ((rc = tt_config_parse(s, &r->config)) < 0)
         return tt__fail(rc == TT_ERR_RANGE ? TT_ERR_RANGE : TT_ERR_INVAL, err, errlen,
-                    "'config' '%s' is not a valid config (%s)", s,
-                    rc == TT_ERR_RANGE ? "a knob out of range" : "every knob of knobs.def once");
+                        "'config' '%s' is not a valid config (%s)", s,
+                        rc == TT_ERR_RANGE ? "a knob out of range" : "every knob of knobs.def once");
 
     if ((rc = get_str(o, "", "status", 0, s, sizeof s, err, errlen)) < 0) return rc;
     member(o, "status", &given);
     if (!given) r->status = TT_MEAS_OK;
     else if (tt_meas_status_parse(s, &r->status) < 0)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "'status' '%s' is not ok, wrong, fault, timeout or skipped", s);
+        return tt__fail(TT_ERR_INVAL, err, errlen,
+                        "'status' '%s' is not ok, wrong, fault, timeout or skipped", s);
     if (f.kind == TT_FLEET_BEST && r->status != TT_MEAS_OK)
         return tt__fail(TT_ERR_INVAL, err, errlen, "a best record must have status ok");
 
@@ -231,11 +236,11 @@ static int parse_record(const json_t *o, tt_fleet_config_check check, int64_t no
         return rc;
     if (r->time_min_ms > 0 && r->time_ms > 0 && r->time_min_ms > r->time_ms)
         return tt__fail(TT_ERR_INVAL, err, errlen, "'time_min_ms' %g exceeds the median 'time_ms' %g",
-                    r->time_min_ms, r->time_ms);
+                        r->time_min_ms, r->time_ms);
     if ((rc = get_int(o, "", "reps", 0, 0, INT32_MAX, &v, &given, err, errlen)) < 0) return rc;
     r->reps = given ? (int32_t)v : 0;
-    if ((rc = get_int(o, "", "measured_at", 1, 1, now + FUTURE_SLACK_S, &r->measured_at, NULL, err,
-                      errlen)) < 0)
+    if ((rc = get_int(o, "", "measured_at", 1, 1, now + FUTURE_SLACK_S, &r->measured_at, NULL, err, errlen)) <
+        0)
         return rc;
     if ((rc = get_str(o, "", "node", 0, r->node, sizeof r->node, err, errlen)) < 0) return rc;
 
@@ -284,7 +289,8 @@ static int parse_record(const json_t *o, tt_fleet_config_check check, int64_t no
 static int load_object(const char *line, size_t len, json_t **out, char *err, size_t errlen) {
     json_error_t je;
     json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
-    if (!o) return tt__fail(TT_ERR_CORRUPT, err, errlen, "not valid JSON: %s (column %d)", je.text, je.column);
+    if (!o)
+        return tt__fail(TT_ERR_CORRUPT, err, errlen, "not valid JSON: %s (column %d)", je.text, je.column);
     if (!json_is_object(o)) {
         json_decref(o);
         return tt__fail(TT_ERR_CORRUPT, err, errlen, "not a JSON object");
@@ -426,7 +432,7 @@ static int read_header(tt_fleet_reader *r, const char *line, size_t len, char *e
     int rc;
     if (!json_is_string(fmt) || strcmp(json_string_value(fmt), TT_FLEET_FORMAT) != 0) {
         rc = tt__fail(TT_ERR_CORRUPT, err, errlen, "not a tiletune table: line 1 has no \"format\":\"%s\"",
-                  TT_FLEET_FORMAT);
+                      TT_FLEET_FORMAT);
         goto out;
     }
     tt_fleet_header *h = &r->hdr;
@@ -439,13 +445,14 @@ static int read_header(tt_fleet_reader *r, const char *line, size_t len, char *e
     h->version = (int)v;
     if (v > TT_FLEET_VERSION) {
         rc = tt__fail(TT_ERR_VERSION, err, errlen,
-                  "format version %lld is newer than this tiletune reads (%d): upgrade tiletune",
-                  (long long)v, TT_FLEET_VERSION);
+                      "format version %lld is newer than this tiletune reads (%d): upgrade tiletune",
+                      (long long)v, TT_FLEET_VERSION);
         goto out;
     }
     char kind[16] = "best";
     if ((rc = only_fields(o, header_fields, "header.", why, sizeof why)) < 0 ||
-        (rc = get_int(o, "header.", "exported_at", 1, 0, INT64_MAX, &h->exported_at, NULL, why, sizeof why)) < 0 ||
+        (rc = get_int(o, "header.", "exported_at", 1, 0, INT64_MAX, &h->exported_at, NULL, why, sizeof why)) <
+            0 ||
         (rc = get_str(o, "header.", "node", 0, h->node, sizeof h->node, why, sizeof why)) < 0 ||
         (rc = get_str(o, "header.", "tiletune", 0, h->tiletune, sizeof h->tiletune, why, sizeof why)) < 0 ||
         (rc = get_str(o, "header.", "kind", 0, kind, sizeof kind, why, sizeof why)) < 0 ||
@@ -481,15 +488,15 @@ static int read_end(tt_fleet_reader *r, json_t *o, char *err, size_t errlen) {
         return tt__fail(TT_ERR_CORRUPT, err, errlen, "corrupt end line (line %lld)", (long long)r->line_no);
     if (n != r->records)
         return tt__fail(TT_ERR_CORRUPT, err, errlen,
-                    "truncated or spliced: the end line counts %lld records, the file has %lld",
-                    (long long)n, (long long)r->records);
+                        "truncated or spliced: the end line counts %lld records, the file has %lld",
+                        (long long)n, (long long)r->records);
     char want[17];
     tt__hash_hex(r->sum, want);
     /* Optional, so a table made by hand (or filtered with jq) can leave it
      * out; when present it must match. */
     if (hex[0] && strcmp(hex, want) != 0)
         return tt__fail(TT_ERR_CORRUPT, err, errlen,
-                    "corrupt: the records' checksum is %s, the end line says %s", want, hex);
+                        "corrupt: the records' checksum is %s, the end line says %s", want, hex);
     r->state = 2;
     return TT_FLEET_LINE_END;
 }
@@ -514,13 +521,13 @@ static int too_long(const tt_fleet_reader *r, const char *line, size_t len, char
     if (what) return tt__fail(TT_ERR_CORRUPT, err, errlen, "not a tiletune table: %s", what);
     if (r->state == 0)
         return tt__fail(TT_ERR_CORRUPT, err, errlen, "not a tiletune table: line 1 is longer than %d bytes",
-                    TT_FLEET_LINE_MAX);
+                        TT_FLEET_LINE_MAX);
     return tt__fail(TT_ERR_RANGE, err, errlen, "line %lld is longer than %d bytes", (long long)r->line_no,
-                TT_FLEET_LINE_MAX);
+                    TT_FLEET_LINE_MAX);
 }
 
-int tt_fleet_reader_line(tt_fleet_reader *r, const char *line, size_t len, tt_fleet_rec *out,
-                         char *err, size_t errlen) {
+int tt_fleet_reader_line(tt_fleet_reader *r, const char *line, size_t len, tt_fleet_rec *out, char *err,
+                         size_t errlen) {
     if (len > 0 && line[len - 1] == '\r') len--;
     r->line_no++;
     if (len > TT_FLEET_LINE_MAX) return too_long(r, line, len, err, errlen);
@@ -529,7 +536,7 @@ int tt_fleet_reader_line(tt_fleet_reader *r, const char *line, size_t len, tt_fl
         for (size_t i = 0; i < len; i++)
             if (line[i] != ' ' && line[i] != '\t')
                 return tt__fail(TT_ERR_CORRUPT, err, errlen, "data after the end line (line %lld)",
-                            (long long)r->line_no);
+                                (long long)r->line_no);
         return TT_FLEET_LINE_END;
     }
     json_t *o = NULL;
@@ -554,7 +561,7 @@ int tt_fleet_reader_finish(const tt_fleet_reader *r, char *err, size_t errlen) {
     if (r->state == 2) return 0;
     if (r->line_no == 0) return tt__fail(TT_ERR_CORRUPT, err, errlen, "empty file: not a tiletune table");
     return tt__fail(TT_ERR_CORRUPT, err, errlen, "truncated: no end line after %lld records",
-                (long long)r->records);
+                    (long long)r->records);
 }
 
 int tt_fleet_read_stream(FILE *f, tt_fleet_reader *r, tt_fleet_line_cb on_line, void *ud, char *err,

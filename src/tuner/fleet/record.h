@@ -47,8 +47,8 @@ typedef enum tt_fleet_kind {
 /* One record with its provenance. */
 struct tt_fleet_rec {
     tt_fleet_kind kind;
-    tt_record rec;   /* key.gpu/key.rev set; status ok for a winner */
-    tt_gpu_info gpu; /* the model of rec.key.gpu: fingerprint == key.gpu */
+    tt_record rec;                 /* key.gpu/key.rev set; status ok for a winner */
+    tt_gpu_info gpu;               /* the model of rec.key.gpu: fingerprint == key.gpu */
     char shard[TT_SHARD_TEXT_MAX]; /* "i/n" of the export it came from, or "" */
 };
 
@@ -58,16 +58,17 @@ struct tt_fleet_rec {
  * config as written; 0 or a negative status with the reason. NULL: none
  * (export and diff read what a database holds, as it is). */
 typedef struct tt_fleet_rec tt_fleet_rec;
-typedef int (*tt_fleet_config_check)(const tt_fleet_rec *f, const char *config_text, char *err, size_t errlen);
+typedef int (*tt_fleet_config_check)(const tt_fleet_rec *f, const char *config_text, char *err,
+                                     size_t errlen);
 
 typedef struct tt_fleet_header {
     int version;
-    int64_t exported_at;          /* unix seconds */
-    char node[TT_NAME_MAX];       /* the node that exported */
-    char tiletune[32];            /* its tiletune version */
-    char gpu[TT_ID_MAX];          /* "" or the --gpu filter of the export */
+    int64_t exported_at;           /* unix seconds */
+    char node[TT_NAME_MAX];        /* the node that exported */
+    char tiletune[32];             /* its tiletune version */
+    char gpu[TT_ID_MAX];           /* "" or the --gpu filter of the export */
     char shard[TT_SHARD_TEXT_MAX]; /* "" or the --shard of the export */
-    int all;                      /* 1: measurements included */
+    int all;                       /* 1: measurements included */
 } tt_fleet_header;
 
 /* ---- single lines ---------------------------------------------------------- */
@@ -105,9 +106,9 @@ enum {
 typedef struct tt_fleet_reader {
     tt_fleet_config_check check;
     int64_t now;
-    int state;        /* 0: header next, 1: records, 2: after the end line */
-    int64_t line_no;  /* lines fed so far */
-    int64_t records;  /* record lines seen, good or bad */
+    int state;       /* 0: header next, 1: records, 2: after the end line */
+    int64_t line_no; /* lines fed so far */
+    int64_t records; /* record lines seen, good or bad */
     uint64_t sum;
     tt_fleet_header hdr;
 } tt_fleet_reader;
@@ -121,8 +122,8 @@ void tt_fleet_reader_init(tt_fleet_reader *r, tt_fleet_config_check check, int64
  * TT_ERR_VERSION (a format version from the future), TT_ERR_RANGE (too
  * many records, a line over TT_FLEET_LINE_MAX). err says why.
  */
-int tt_fleet_reader_line(tt_fleet_reader *r, const char *line, size_t len, tt_fleet_rec *out,
-                         char *err, size_t errlen);
+int tt_fleet_reader_line(tt_fleet_reader *r, const char *line, size_t len, tt_fleet_rec *out, char *err,
+                         size_t errlen);
 /* At the end of the input: 0 if the end line was read, else
  * TT_ERR_CORRUPT ("empty", "truncated"). */
 int tt_fleet_reader_finish(const tt_fleet_reader *r, char *err, size_t errlen);

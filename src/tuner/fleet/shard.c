@@ -20,8 +20,7 @@ int tt_shard_parse(const char *text, int *index, int *count, char *err, size_t e
     int rc = tt__parse_i64(b, 1, TT_SHARD_MAX, &n);
     if (rc == 0) rc = tt__parse_i64(a, 1, n, &i);
     if (rc < 0) {
-        if (err && errlen)
-            snprintf(err, errlen, "shard '%s': need 1 <= i <= n <= %d", text, TT_SHARD_MAX);
+        if (err && errlen) snprintf(err, errlen, "shard '%s': need 1 <= i <= n <= %d", text, TT_SHARD_MAX);
         return rc;
     }
     *index = (int)i;

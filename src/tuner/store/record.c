@@ -32,7 +32,8 @@ static const char *const job_names[] = {
     TT_WIRE_JOB_STATES(X)
 #undef X
 };
-#define X(e, s) _Static_assert((int)TT_JOB_##e == (int)TT__N_JOB_##e, "TT_WIRE_JOB_STATES follows tt_job_state");
+#define X(e, s) \
+    _Static_assert((int)TT_JOB_##e == (int)TT__N_JOB_##e, "TT_WIRE_JOB_STATES follows tt_job_state");
 TT_WIRE_JOB_STATES(X)
 #undef X
 static const char *const jkey_names[] = {"pending", "running", "done", "failed", "cancelled"};
@@ -49,7 +50,9 @@ static int index_of(const char *const *names, int n, const char *s) {
     return -1;
 }
 
-const char *tt_meas_status_name(tt_meas_status st) { return name_of(meas_names, NNAMES(meas_names), (int)st); }
+const char *tt_meas_status_name(tt_meas_status st) {
+    return name_of(meas_names, NNAMES(meas_names), (int)st);
+}
 const char *tt_job_mode_name(tt_job_mode m) { return name_of(mode_names, NNAMES(mode_names), (int)m); }
 const char *tt_job_state_name(tt_job_state st) { return name_of(job_names, NNAMES(job_names), (int)st); }
 const char *tt_jkey_state_name(tt_jkey_state st) { return name_of(jkey_names, NNAMES(jkey_names), (int)st); }

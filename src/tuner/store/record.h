@@ -31,8 +31,8 @@ typedef struct tt_gpu_info {
  * count and memory, so GPUs of one model on different nodes share records,
  * while a different model (or a MIG slice) gets its own. Writes 17 bytes.
  */
-void tt_gpu_fingerprint(const char *name, int cc_major, int cc_minor, int sm_count,
-                        int64_t mem_bytes, char out[TT_ID_MAX]);
+void tt_gpu_fingerprint(const char *name, int cc_major, int cc_minor, int sm_count, int64_t mem_bytes,
+                        char out[TT_ID_MAX]);
 
 typedef enum tt_meas_status {
     TT_MEAS_OK = 0,      /* correct and timed */
@@ -62,7 +62,7 @@ typedef struct tt_record {
     int32_t reps;         /* timed repetitions */
     double tflops;
     tt_meas_status status;
-    int64_t measured_at; /* unix seconds */
+    int64_t measured_at;    /* unix seconds */
     char node[TT_NAME_MAX]; /* hostname that measured it */
     /* Optional conditions of the run (NVML). */
     int32_t sm_clock_mhz;
@@ -97,9 +97,9 @@ typedef enum tt_jkey_state {
     TT_JKEY_CANCELLED = 4,
 } tt_jkey_state;
 
-const char *tt_job_mode_name(tt_job_mode m);     /* "exhaustive", "fast" */
+const char *tt_job_mode_name(tt_job_mode m); /* "exhaustive", "fast" */
 int tt_job_mode_parse(const char *name, tt_job_mode *out);
-const char *tt_job_state_name(tt_job_state st);  /* "queued", ... */
+const char *tt_job_state_name(tt_job_state st);   /* "queued", ... */
 const char *tt_jkey_state_name(tt_jkey_state st); /* "pending", ... */
 /* TT_ERR_INVAL for an unknown name. */
 int tt_job_state_parse(const char *name, tt_job_state *out);

@@ -61,14 +61,14 @@ extern const char tt_migrate_3_sql[];
  * families before it means (they do not read it). Self-contained (two
  * ADD COLUMNs, whatever the tables are), but after step 3: that step
  * rebuilds both tables naming their columns, and would drop this one. */
-#define MIGRATE_KNOB_SPLIT_CTAS                                                  \
+#define MIGRATE_KNOB_SPLIT_CTAS                                                 \
     "ALTER TABLE measurement ADD COLUMN split_ctas INTEGER NOT NULL DEFAULT 0;" \
     "ALTER TABLE best ADD COLUMN split_ctas INTEGER NOT NULL DEFAULT 0;"
 
 static const char *const migrations[] = {
-    NULL, /* 0 -> 1: db/schema.sql */
+    NULL,                    /* 0 -> 1: db/schema.sql */
     MIGRATE_RECORD_VERSIONS, /* 1 -> 2 */
-    tt_migrate_3_sql, /* 2 -> 3: db/migrate_3.sql: the GQA group, causal 2 */
+    tt_migrate_3_sql,        /* 2 -> 3: db/migrate_3.sql: the GQA group, causal 2 */
     MIGRATE_KNOB_SPLIT_CTAS, /* 3 -> 4 */
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == TT_STORE_SCHEMA_VERSION,
@@ -121,13 +121,12 @@ struct tt_store {
     char err[256];
 };
 
-
 /* ---- names (record.h keeps the lists) ---------------------------------------- */
 
 /* The index of a stored name, -1 if the column holds an unknown one. */
-#define NAME_INDEX(type, parse)                                   \
-    static int parse##_index(const unsigned char *s) {            \
-        type v;                                                   \
+#define NAME_INDEX(type, parse)                                    \
+    static int parse##_index(const unsigned char *s) {             \
+        type v;                                                    \
         return s && parse((const char *)s, &v) == 0 ? (int)v : -1; \
     }
 NAME_INDEX(tt_meas_status, tt_meas_status_parse)
@@ -167,8 +166,7 @@ static int map_sqlite(int rc) {
 static int db_fail(tt_store *s, int rc, const char *what) {
     if (rc == SQLITE_CONSTRAINT_FOREIGNKEY)
         set_err(s, "%s: unknown GPU fingerprint or kernel revision (register it first)", what);
-    else
-        set_err(s, "%s: %s", what, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+    else set_err(s, "%s: %s", what, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
     return map_sqlite(rc);
 }
 
@@ -204,7 +202,7 @@ static void sb_add(sqlbuf *q, const char *fmt, ...) {
 #define KEY_COLS "gpu, rev, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group"
 #define NKEY_COLS 8
 /* After the key and the knobs, in this order, in both measurement and best. */
-#define TAIL_COLS                                                                              \
+#define TAIL_COLS                                                                                 \
     "time_ms, time_min_ms, spread, reps, tflops, measured_at, node, sm_clock_mhz, temp_c, busy, " \
     "regs, smem_bytes, spill_bytes, driver, cuda, nvrtc"
 #define NTAIL_COLS 16
@@ -226,7 +224,7 @@ static void sb_params(sqlbuf *q, int n) {
     for (int i = 0; i < n; i++) sb_add(q, "%s?", i ? ", " : "");
 }
 
-#define KEY_WHERE \
+#define KEY_WHERE                                                                                         \
     "gpu = ? AND rev = ? AND dtype = ? AND head_dim = ? AND causal = ? AND seqlen_q = ? AND seqlen_k = ?" \
     " AND gqa_group = ?"
 
@@ -351,7 +349,6 @@ static int read_record(sqlite3_stmt *st, tt_record *r) {
     return 0;
 }
 
-
 /* ---- statements ------------------------------------------------------------ */
 
 static sqlite3_stmt *stmt(tt_store *s, int which) {
@@ -459,22 +456,24 @@ static int prepare_all(tt_store *s) {
         [ST_JOB_KEYS] = "SELECT seq, " KEY_COLS ", state FROM job_key WHERE job_id = ? ORDER BY seq",
         /* Measurements of each key since its job was made, by the index on
          * measurement's key (every column an equality). */
-        [ST_JOB_PROGRESS] = "SELECT k.seq, k.gpu, k.rev, k.dtype, k.head_dim, k.causal, k.seqlen_q, k.seqlen_k,"
-                            " k.gqa_group, k.state, coalesce(k.claimed_at, 0), coalesce(k.finished_at, 0),"
-                            " (SELECT count(*) FROM measurement m WHERE m.gpu = coalesce(nullif(k.gpu, ''), ?2)"
-                            "   AND m.rev = coalesce(nullif(k.rev, ''), ?3) AND m.dtype = k.dtype"
-                            "   AND m.head_dim = k.head_dim AND m.causal = k.causal AND m.seqlen_q = k.seqlen_q"
-                            "   AND m.seqlen_k = k.seqlen_k AND m.gqa_group = k.gqa_group"
-                            "   AND m.measured_at >= j.created_at)"
-                            " FROM job_key k JOIN job j ON j.id = k.job_id WHERE k.job_id = ?1 ORDER BY k.seq",
+        [ST_JOB_PROGRESS] =
+            "SELECT k.seq, k.gpu, k.rev, k.dtype, k.head_dim, k.causal, k.seqlen_q, k.seqlen_k,"
+            " k.gqa_group, k.state, coalesce(k.claimed_at, 0), coalesce(k.finished_at, 0),"
+            " (SELECT count(*) FROM measurement m WHERE m.gpu = coalesce(nullif(k.gpu, ''), ?2)"
+            "   AND m.rev = coalesce(nullif(k.rev, ''), ?3) AND m.dtype = k.dtype"
+            "   AND m.head_dim = k.head_dim AND m.causal = k.causal AND m.seqlen_q = k.seqlen_q"
+            "   AND m.seqlen_k = k.seqlen_k AND m.gqa_group = k.gqa_group"
+            "   AND m.measured_at >= j.created_at)"
+            " FROM job_key k JOIN job j ON j.id = k.job_id WHERE k.job_id = ?1 ORDER BY k.seq",
         [ST_JOB_CANCEL] = "UPDATE job SET state = 'cancelled', updated_at = ?2"
                           " WHERE id = ?1 AND state IN ('queued', 'running')",
         [ST_JKEY_CANCEL] = "UPDATE job_key SET state = 'cancelled', finished_at = ?2"
                            " WHERE job_id = ?1 AND state = 'pending'",
-        [ST_JOB_NEXT] = "SELECT k.job_id, k.seq, k.gpu, k.rev, k.dtype, k.head_dim, k.causal, k.seqlen_q,"
-                        " k.seqlen_k, k.gqa_group, j.mode, j.batch, j.heads FROM job_key k JOIN job j ON j.id = k.job_id"
-                        " WHERE k.state = 'pending' AND j.state IN ('queued', 'running')"
-                        " AND (?1 = '' OR k.gpu IN ('', ?1)) ORDER BY k.job_id, k.seq LIMIT 1",
+        [ST_JOB_NEXT] =
+            "SELECT k.job_id, k.seq, k.gpu, k.rev, k.dtype, k.head_dim, k.causal, k.seqlen_q,"
+            " k.seqlen_k, k.gqa_group, j.mode, j.batch, j.heads FROM job_key k JOIN job j ON j.id = k.job_id"
+            " WHERE k.state = 'pending' AND j.state IN ('queued', 'running')"
+            " AND (?1 = '' OR k.gpu IN ('', ?1)) ORDER BY k.job_id, k.seq LIMIT 1",
         [ST_JKEY_CLAIM] = "UPDATE job_key SET state = 'running', claimed_at = ?3"
                           " WHERE job_id = ?1 AND seq = ?2 AND state = 'pending'",
         [ST_JOB_RUN] = "UPDATE job SET state = 'running', updated_at = ?2 WHERE id = ?1 AND state = 'queued'",
@@ -489,26 +488,26 @@ static int prepare_all(tt_store *s) {
             " WHERE job_id = ?1 AND state IN ('pending', 'running'))",
         /* A running key goes back to pending, or ends cancelled in a
          * cancelled job: every key (?1 = 0, recovery) or one (release). */
-        [ST_JKEY_RECOVER] =
-            "UPDATE job_key SET claimed_at = NULL, state = CASE WHEN (SELECT state FROM job"
-            " WHERE id = job_id) = 'cancelled' THEN 'cancelled' ELSE 'pending' END,"
-            " finished_at = CASE WHEN (SELECT state FROM job WHERE id = job_id) = 'cancelled'"
-            " THEN ?3 END WHERE state = 'running' AND (?1 = 0 OR (job_id = ?1 AND seq = ?2))",
+        [ST_JKEY_RECOVER] = "UPDATE job_key SET claimed_at = NULL, state = CASE WHEN (SELECT state FROM job"
+                            " WHERE id = job_id) = 'cancelled' THEN 'cancelled' ELSE 'pending' END,"
+                            " finished_at = CASE WHEN (SELECT state FROM job WHERE id = job_id) = 'cancelled'"
+                            " THEN ?3 END WHERE state = 'running' AND (?1 = 0 OR (job_id = ?1 AND seq = ?2))",
         [ST_JOB_RECOVER] = "UPDATE job SET state = 'queued', updated_at = ?1 WHERE state = 'running'"
                            " AND NOT EXISTS (SELECT 1 FROM job_key WHERE job_id = job.id"
                            " AND state IN ('running', 'done', 'failed'))",
         [ST_JOB_COUNTS] = "SELECT state, count(*) FROM job GROUP BY state",
-        [ST_STALE] = "SELECT DISTINCT gpu, ?1, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group FROM best b"
-                     " WHERE rev <> ?1 AND (?2 = '' OR gpu = ?2) AND NOT EXISTS (SELECT 1 FROM best c"
-                     " WHERE c.gpu = b.gpu AND c.rev = ?1 AND c.dtype = b.dtype AND c.head_dim = b.head_dim"
-                     " AND c.causal = b.causal AND c.seqlen_q = b.seqlen_q AND c.seqlen_k = b.seqlen_k"
-                     " AND c.gqa_group = b.gqa_group)"
-                     /* a key an unfinished job already holds is not queued twice */
-                     " AND NOT EXISTS (SELECT 1 FROM job_key k WHERE k.state IN ('pending', 'running')"
-                     " AND k.gpu = b.gpu AND k.rev = ?1 AND k.dtype = b.dtype AND k.head_dim = b.head_dim"
-                     " AND k.causal = b.causal AND k.seqlen_q = b.seqlen_q AND k.seqlen_k = b.seqlen_k"
-                     " AND k.gqa_group = b.gqa_group)"
-                     " ORDER BY gpu, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group",
+        [ST_STALE] =
+            "SELECT DISTINCT gpu, ?1, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group FROM best b"
+            " WHERE rev <> ?1 AND (?2 = '' OR gpu = ?2) AND NOT EXISTS (SELECT 1 FROM best c"
+            " WHERE c.gpu = b.gpu AND c.rev = ?1 AND c.dtype = b.dtype AND c.head_dim = b.head_dim"
+            " AND c.causal = b.causal AND c.seqlen_q = b.seqlen_q AND c.seqlen_k = b.seqlen_k"
+            " AND c.gqa_group = b.gqa_group)"
+            /* a key an unfinished job already holds is not queued twice */
+            " AND NOT EXISTS (SELECT 1 FROM job_key k WHERE k.state IN ('pending', 'running')"
+            " AND k.gpu = b.gpu AND k.rev = ?1 AND k.dtype = b.dtype AND k.head_dim = b.head_dim"
+            " AND k.causal = b.causal AND k.seqlen_q = b.seqlen_q AND k.seqlen_k = b.seqlen_k"
+            " AND k.gqa_group = b.gqa_group)"
+            " ORDER BY gpu, dtype, head_dim, causal, seqlen_q, seqlen_k, gqa_group",
     };
     for (int i = 0; i < ST_COUNT_; i++) {
         sqlbuf q = {.n = 0};
@@ -597,11 +596,11 @@ static int quick_check(sqlite3 *db, char *msg, size_t len) {
     return rc;
 }
 
-#define OPEN_FAIL(code, ...)                   \
-    do {                                       \
-        set_err(s, __VA_ARGS__);               \
-        ret = (code);                          \
-        goto out;                              \
+#define OPEN_FAIL(code, ...)     \
+    do {                         \
+        set_err(s, __VA_ARGS__); \
+        ret = (code);            \
+        goto out;                \
     } while (0)
 
 static uint32_t be32(const unsigned char *p) {
@@ -617,8 +616,10 @@ static void wal_sum(int big, const unsigned char *p, size_t n, uint32_t *s1, uin
             a = be32(p + i);
             b = be32(p + i + 4);
         } else {
-            a = (uint32_t)p[i] | (uint32_t)p[i + 1] << 8 | (uint32_t)p[i + 2] << 16 | (uint32_t)p[i + 3] << 24;
-            b = (uint32_t)p[i + 4] | (uint32_t)p[i + 5] << 8 | (uint32_t)p[i + 6] << 16 | (uint32_t)p[i + 7] << 24;
+            a = (uint32_t)p[i] | (uint32_t)p[i + 1] << 8 | (uint32_t)p[i + 2] << 16 |
+                (uint32_t)p[i + 3] << 24;
+            b = (uint32_t)p[i + 4] | (uint32_t)p[i + 5] << 8 | (uint32_t)p[i + 6] << 16 |
+                (uint32_t)p[i + 7] << 24;
         }
         *s1 += a + *s2;
         *s2 += b + *s1;
@@ -741,8 +742,9 @@ static int check_wal(tt_store *s, const char *wal, const file_copy *w, uint32_t 
     if (!w->exists || w->n == 0) return 0;
     const unsigned char *h = w->b;
     if (w->n < 32 || (be32(h) & ~1u) != 0x377f0682u || be32(h + 4) != 3007000 || be32(h + 8) != page_size) {
-        set_err(s, "%s: damaged write-ahead log (not a WAL of this database's %u-byte pages); the commits in it "
-                   "would be lost: restore it or the database from a backup, or move it away to accept the loss",
+        set_err(s,
+                "%s: damaged write-ahead log (not a WAL of this database's %u-byte pages); the commits in it "
+                "would be lost: restore it or the database from a backup, or move it away to accept the loss",
                 wal, page_size);
         return TT_ERR_CORRUPT;
     }
@@ -750,8 +752,10 @@ static int check_wal(tt_store *s, const char *wal, const file_copy *w, uint32_t 
     uint32_t s1 = 0, s2 = 0;
     wal_sum(big, h, 24, &s1, &s2);
     if (s1 != be32(h + 24) || s2 != be32(h + 28)) {
-        set_err(s, "%s: damaged write-ahead log (bad header checksum); the commits in it would be lost: restore "
-                   "it or the database from a backup, or move it away to accept the loss", wal);
+        set_err(s,
+                "%s: damaged write-ahead log (bad header checksum); the commits in it would be lost: restore "
+                "it or the database from a backup, or move it away to accept the loss",
+                wal);
         return TT_ERR_CORRUPT;
     }
     size_t fsz = 24 + (size_t)page_size;
@@ -762,9 +766,12 @@ static int check_wal(tt_store *s, const char *wal, const file_copy *w, uint32_t 
         if (be32(frame + 8) != be32(h + 16) || be32(frame + 12) != be32(h + 20)) break; /* older generation */
         if (bad_at >= 0) {
             if (be32(frame + 4) != 0) { /* a commit after the damage */
-                set_err(s, "%s: damaged write-ahead log (frame %lld fails its checksum, a commit follows it); the "
-                           "commits after it would be lost: restore it or the database from a backup, or move it "
-                           "away to accept the loss", wal, (long long)bad_at + 1);
+                set_err(
+                    s,
+                    "%s: damaged write-ahead log (frame %lld fails its checksum, a commit follows it); the "
+                    "commits after it would be lost: restore it or the database from a backup, or move it "
+                    "away to accept the loss",
+                    wal, (long long)bad_at + 1);
                 return TT_ERR_CORRUPT;
             }
             continue;
@@ -784,8 +791,11 @@ static int check_wal(tt_store *s, const char *wal, const file_copy *w, uint32_t 
     /* A commit only ever counts pages that were written (the copy would
      * otherwise have to make up, and hold, pages no file has). */
     if (*pages > top) {
-        set_err(s, "%s: damaged write-ahead log (a commit gives the database %u pages; the file and the log hold "
-                   "%u)", wal, *pages, top);
+        set_err(
+            s,
+            "%s: damaged write-ahead log (a commit gives the database %u pages; the file and the log hold "
+            "%u)",
+            wal, *pages, top);
         return TT_ERR_CORRUPT;
     }
     return 0;
@@ -824,8 +834,9 @@ static int judge(tt_store *s, sqlite3 *db, const char *path, int64_t file_app) {
     if (rc != SQLITE_OK) {
         /* A lock held past the time-out is not damage; anything else
          * SQLite cannot read is. */
-        int code = (rc & 0xff) == SQLITE_BUSY ? TT_ERR_DB
-                   : map_sqlite(rc) == TT_ERR_DB ? TT_ERR_CORRUPT : map_sqlite(rc);
+        int code = (rc & 0xff) == SQLITE_BUSY    ? TT_ERR_DB
+                   : map_sqlite(rc) == TT_ERR_DB ? TT_ERR_CORRUPT
+                                                 : map_sqlite(rc);
         OPEN_FAIL(code, "%s: corrupt or unreadable database: %s", path, sqlite3_errmsg(db));
     }
     if (app != TT_STORE_APPLICATION_ID && file_app == TT_STORE_APPLICATION_ID)
@@ -841,10 +852,11 @@ static int judge(tt_store *s, sqlite3 *db, const char *path, int64_t file_app) {
         /* An SQLite file with nothing in it: ours to initialize. */
     } else if (ver > TT_STORE_SCHEMA_VERSION) {
         OPEN_FAIL(TT_ERR_VERSION,
-                  "%s: schema version %lld is newer than this tiletune knows (%d); upgrade tiletune",
-                  path, (long long)ver, TT_STORE_SCHEMA_VERSION);
+                  "%s: schema version %lld is newer than this tiletune knows (%d); upgrade tiletune", path,
+                  (long long)ver, TT_STORE_SCHEMA_VERSION);
     } else if (ver < 1) {
-        OPEN_FAIL(TT_ERR_CORRUPT, "%s: a tiletune database with schema version %lld, which no tiletune writes", path,
+        OPEN_FAIL(TT_ERR_CORRUPT,
+                  "%s: a tiletune database with schema version %lld, which no tiletune writes", path,
                   (long long)ver);
     }
     char msg[200];
@@ -859,8 +871,8 @@ out:
 /* The header's word on the file: its page size and application id, or a
  * refusal of what is not SQLite (or has a page size SQLite would not
  * read). `n` bytes of it at `head`. */
-static int read_header(tt_store *s, const char *path, const unsigned char *head, size_t n, uint32_t *page_size,
-                       int64_t *app, int64_t *ver) {
+static int read_header(tt_store *s, const char *path, const unsigned char *head, size_t n,
+                       uint32_t *page_size, int64_t *app, int64_t *ver) {
     if (n < 100 || memcmp(head, "SQLite format 3", 16) != 0) {
         set_err(s, "%s: not a tiletune database (not an SQLite file)", path);
         return TT_ERR_CORRUPT;
@@ -879,7 +891,8 @@ static int read_header(tt_store *s, const char *path, const unsigned char *head,
 /* What the header alone refuses (with nothing in a WAL it is the truth). */
 static int judge_header(tt_store *s, const char *path, int64_t app, int64_t ver) {
     if (app != TT_STORE_APPLICATION_ID && app != 0) {
-        set_err(s, "%s: not a tiletune database (application_id 0x%08llx)", path, (unsigned long long)(uint32_t)app);
+        set_err(s, "%s: not a tiletune database (application_id 0x%08llx)", path,
+                (unsigned long long)(uint32_t)app);
         return TT_ERR_CORRUPT;
     }
     if (app == TT_STORE_APPLICATION_ID && ver > TT_STORE_SCHEMA_VERSION) {
@@ -920,7 +933,8 @@ static int judge_copy(tt_store *s, const char *path, const char *wal, file_copy 
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL);
     if (rc == SQLITE_OK)
-        rc = sqlite3_deserialize(db, "main", img, (sqlite3_int64)n, (sqlite3_int64)n, SQLITE_DESERIALIZE_READONLY);
+        rc = sqlite3_deserialize(db, "main", img, (sqlite3_int64)n, (sqlite3_int64)n,
+                                 SQLITE_DESERIALIZE_READONLY);
     /* quick_check as on the file, where SQLite (seeing a read-only
      * database) parses no CHECK constraint: evaluating them on every row
      * would take several times as long */
@@ -1019,7 +1033,8 @@ static int inspect(tt_store *s, const char *path) {
         if (stands) return ret;
         clock_gettime(CLOCK_MONOTONIC, &t);
         if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= BUSY_TIMEOUT_MS) {
-            set_err(s, "%s kept changing while it was checked (another process is writing it); try again", path);
+            set_err(s, "%s kept changing while it was checked (another process is writing it); try again",
+                    path);
             return TT_ERR_DB;
         }
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
@@ -1131,7 +1146,8 @@ int tt_store_open(const char *path, tt_store **out, char *err, size_t errlen) {
     int ret = inspect(s, path);
     if (ret < 0) goto fail;
 
-    int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW, NULL);
+    int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW,
+                             NULL);
     if (rc != SQLITE_OK) {
         ret = db_fail(s, rc, path);
         goto fail;
@@ -1163,7 +1179,8 @@ int tt_store_open_reader(const char *path, tt_store **out, char *err, size_t err
     tt_store *s = calloc(1, sizeof *s);
     if (!s) return TT_ERR_NOMEM;
     int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, NULL);
-    if (rc != SQLITE_OK) OPEN_FAIL(map_sqlite(rc), "%s: %s", path, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+    if (rc != SQLITE_OK)
+        OPEN_FAIL(map_sqlite(rc), "%s: %s", path, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
     int64_t app = 0, ver = 0;
@@ -1171,7 +1188,8 @@ int tt_store_open_reader(const char *path, tt_store **out, char *err, size_t err
     if (rc == SQLITE_OK) rc = query_int(s->db, "PRAGMA user_version", &ver);
     if (rc != SQLITE_OK) OPEN_FAIL(map_sqlite(rc), "%s: %s", path, sqlite3_errmsg(s->db));
     if (app != TT_STORE_APPLICATION_ID || ver != TT_STORE_SCHEMA_VERSION)
-        OPEN_FAIL(TT_ERR_VERSION, "%s: not the database this daemon opened (version %lld)", path, (long long)ver);
+        OPEN_FAIL(TT_ERR_VERSION, "%s: not the database this daemon opened (version %lld)", path,
+                  (long long)ver);
     if ((ret = prepare_all(s)) < 0) goto out;
     /* a read transaction, not IMMEDIATE: a reader takes no write lock */
     sqlite3_finalize(s->st[ST_BEGIN]);
@@ -1194,7 +1212,6 @@ void tt_store_close(tt_store *s) {
 }
 
 /* ---- GPUs and revisions --------------------------------------------- */
-
 
 static int check_name(tt_store *s, const char *v, const char *what) {
     if (!v || memchr(v, '\0', TT_NAME_MAX) == NULL) return inval(s, "%s missing or too long", what);
@@ -1313,8 +1330,9 @@ static int best_time(tt_store *s, const tt_key_v2 *k, double *t, int *found) {
 static int write_best(tt_store *s, const tt_record *r, int64_t measurement_id) {
     sqlite3_stmt *st = stmt(s, ST_PUT_BEST);
     int rc = bind_record(st, r);
-    if (!rc) rc = measurement_id > 0 ? sqlite3_bind_int64(st, NREC_COLS + 1, measurement_id)
-                                     : sqlite3_bind_null(st, NREC_COLS + 1);
+    if (!rc)
+        rc = measurement_id > 0 ? sqlite3_bind_int64(st, NREC_COLS + 1, measurement_id)
+                                : sqlite3_bind_null(st, NREC_COLS + 1);
     if (rc) return db_fail(s, rc, "put best");
     return exec_stmt(s, st, "put best");
 }
@@ -1508,12 +1526,13 @@ int tt_store_stale_keys(tt_store *s, const char *rev, const char *gpu, tt_store_
 int tt_store_count_best_by(tt_store *s, tt_store_group_cb cb, void *ud) {
     if (!s || !cb) return TT_ERR_INVAL;
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db, "SELECT gpu, rev, count(*) FROM best GROUP BY gpu, rev ORDER BY gpu, rev", -1,
-                                &st, NULL);
+    int rc = sqlite3_prepare_v2(
+        s->db, "SELECT gpu, rev, count(*) FROM best GROUP BY gpu, rev ORDER BY gpu, rev", -1, &st, NULL);
     if (rc != SQLITE_OK) return db_fail(s, rc, "records by GPU and revision");
     int ret = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *gpu = (const char *)sqlite3_column_text(st, 0), *rev = (const char *)sqlite3_column_text(st, 1);
+        const char *gpu = (const char *)sqlite3_column_text(st, 0),
+                   *rev = (const char *)sqlite3_column_text(st, 1);
         if ((ret = cb(ud, gpu ? gpu : "", rev ? rev : "", sqlite3_column_int64(st, 2))) != 0) break;
     }
     if (ret == 0 && rc != SQLITE_DONE) ret = db_fail(s, rc, "records by GPU and revision");

@@ -30,7 +30,6 @@
 /* The schema version this build writes (PRAGMA user_version). */
 #define TT_STORE_SCHEMA_VERSION 4
 
-
 typedef struct tt_store tt_store;
 
 /*
@@ -72,8 +71,6 @@ int tt_store_snapshot(tt_store *s, const char *dest);
 
 /* ---- GPU models and kernel revisions ----------------------------------- */
 
-
-
 /* Inserts or updates a GPU model (driver/CUDA/NVRTC versions are updated to
  * the given ones). `gpu->fingerprint` must be set (tt_gpu_fingerprint). */
 int tt_store_put_gpu(tt_store *s, const tt_gpu_info *gpu);
@@ -84,8 +81,6 @@ int tt_store_get_gpu(tt_store *s, const char *fingerprint, tt_gpu_info *out);
 int tt_store_put_rev(tt_store *s, const char *rev, const char *description);
 
 /* ---- measurements and winners ------------------------------------------ */
-
-
 
 /*
  * Records a measurement and, in the same transaction, makes it the winner
@@ -135,29 +130,28 @@ int tt_store_count_measurements(tt_store *s, int64_t *out);
 
 /* ---- the persistent job queue ------------------------------------------ */
 
-
 typedef struct tt_job_info {
     int64_t id;
     tt_job_state state;
     tt_job_mode mode;
-    int32_t batch, heads; /* 0: the worker's default rule */
-    int64_t created_at, updated_at; /* unix seconds */
+    int32_t batch, heads;                                    /* 0: the worker's default rule */
+    int64_t created_at, updated_at;                          /* unix seconds */
     int64_t keys, pending, running, done, failed, cancelled; /* key counts */
 } tt_job_info;
 
 /* A key handed to a worker by tt_store_job_next_key. */
 typedef struct tt_job_claim {
     int64_t job_id;
-    int32_t seq; /* the key's index in its job */
-    tt_key_v2 key;  /* gpu/rev as queued: "" = the worker's own */
+    int32_t seq;   /* the key's index in its job */
+    tt_key_v2 key; /* gpu/rev as queued: "" = the worker's own */
     tt_job_mode mode;
     int32_t batch, heads;
 } tt_job_claim;
 
 /* Queues a job of `nkeys` keys (checked with tt__key_check; duplicates are
  * kept once). batch/heads >= 0. *job_id is the new job's id. */
-int tt_store_job_create(tt_store *s, const tt_key_v2 *keys, int nkeys, tt_job_mode mode,
-                        int32_t batch, int32_t heads, int64_t *job_id);
+int tt_store_job_create(tt_store *s, const tt_key_v2 *keys, int nkeys, tt_job_mode mode, int32_t batch,
+                        int32_t heads, int64_t *job_id);
 /* TT_ERR_NOTFOUND for an unknown id. */
 int tt_store_job_get(tt_store *s, int64_t job_id, tt_job_info *out);
 /* Jobs in id order; finished ones (done, failed, cancelled) only if

@@ -184,7 +184,8 @@ int tt_worker_check_cubin(int arch, void **cubin, size_t *len, char *err, size_t
         nv->DestroyProgram(&prog);
         return TT_ERR_COMPILE;
     }
-    if (nv->GetCUBINSize(prog, &n) != NVRTC_SUCCESS || !(out = malloc(n)) || nv->GetCUBIN(prog, out) != NVRTC_SUCCESS) {
+    if (nv->GetCUBINSize(prog, &n) != NVRTC_SUCCESS || !(out = malloc(n)) ||
+        nv->GetCUBIN(prog, out) != NVRTC_SUCCESS) {
         free(out);
         nv->DestroyProgram(&prog);
         return tt__fail(TT_ERR_COMPILE, err, errlen, "no CUBIN for worker_check.cu");

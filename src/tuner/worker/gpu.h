@@ -22,12 +22,12 @@
 #include "tiletune.h"
 
 typedef struct tt_worker_opts {
-    int gpu;                /* CUDA device ordinal */
-    const char *cache_dir;  /* cubin cache; NULL: the default */
-    int compile_threads;    /* <= 0: online CPUs - 1 (at least 1) */
-    int launch_timeout_ms;  /* one launch's limit (beyond its expected time); <= 0: 10000 */
-    double budget_ms;       /* timed GPU time per variant (exhaustive); <= 0: 40 */
-    int inject;             /* 1: add the fault-injection variants (TT_FAULT_INJECTION builds) */
+    int gpu;               /* CUDA device ordinal */
+    const char *cache_dir; /* cubin cache; NULL: the default */
+    int compile_threads;   /* <= 0: online CPUs - 1 (at least 1) */
+    int launch_timeout_ms; /* one launch's limit (beyond its expected time); <= 0: 10000 */
+    double budget_ms;      /* timed GPU time per variant (exhaustive); <= 0: 40 */
+    int inject;            /* 1: add the fault-injection variants (TT_FAULT_INJECTION builds) */
 } tt_worker_opts;
 
 /* What HELLO says (docs/worker-protocol.md). */
@@ -56,8 +56,8 @@ void tt_worker_close(tt_worker *w);
 typedef struct tt_wtask {
     int64_t id;
     tt_key_v2 key;
-    int fast;              /* 1: successive halving; 0: exhaustive */
-    int32_t batch, heads;  /* 0: the benchmark's rule */
+    int fast;             /* 1: successive halving; 0: exhaustive */
+    int32_t batch, heads; /* 0: the benchmark's rule */
     const tt_config *avoid;
     int navoid;
 } tt_wtask;

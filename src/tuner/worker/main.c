@@ -17,7 +17,7 @@
 
 #ifdef TT_FAULT_INJECTION
 #define INJECT_USAGE " [--inject]"
-#define INJECT_HELP                                                                   \
+#define INJECT_HELP                                                                 \
     "  --inject               add the two fault-injection variants (test builds;\n" \
     "                         also TILETUNE_WORKER_INJECT=1)\n"
 #else
@@ -169,10 +169,12 @@ int main(int argc, char **argv) {
     /* The daemon passes its environment, not options: tests and benchmarks
      * tune the worker through these. */
     const char *env = getenv("TILETUNE_WORKER_LAUNCH_TIMEOUT_MS");
-    if (env && !o.launch_timeout_ms && int_arg("TILETUNE_WORKER_LAUNCH_TIMEOUT_MS", env, 1, 3600000, &o.launch_timeout_ms) < 0)
+    if (env && !o.launch_timeout_ms &&
+        int_arg("TILETUNE_WORKER_LAUNCH_TIMEOUT_MS", env, 1, 3600000, &o.launch_timeout_ms) < 0)
         return 2;
     env = getenv("TILETUNE_WORKER_BUDGET_MS");
-    if (env && !budget && int_arg("TILETUNE_WORKER_BUDGET_MS", env, 1, 60000, &budget) == 0) o.budget_ms = budget;
+    if (env && !budget && int_arg("TILETUNE_WORKER_BUDGET_MS", env, 1, 60000, &budget) == 0)
+        o.budget_ms = budget;
 #ifdef TT_FAULT_INJECTION
     const char *inj = getenv("TILETUNE_WORKER_INJECT");
     if (inj && strcmp(inj, "1") == 0) o.inject = 1;

@@ -54,7 +54,8 @@ int tt__wk_alloc_bufs(keyrun *r) {
     long long want = w->l2_bytes > 0 ? (2LL * w->l2_bytes + set - 1) / set : 1;
     r->nrot = (int)(want < 1 ? 1 : want > MAX_ROTATE ? MAX_ROTATE : want);
     for (int i = 0; i < r->nrot; i++) {
-        if ((e = cu->MemAlloc(&r->q[i], (size_t)r->nq * 2)) || (e = cu->MemAlloc(&r->k[i], (size_t)r->nk * 2)) ||
+        if ((e = cu->MemAlloc(&r->q[i], (size_t)r->nq * 2)) ||
+            (e = cu->MemAlloc(&r->k[i], (size_t)r->nk * 2)) ||
             (e = cu->MemAlloc(&r->v[i], (size_t)r->nk * 2)))
             goto oom;
         int bf = r->bf16;
@@ -157,14 +158,14 @@ static int dead(keyrun *r, cand *c, int ws) {
 int tt__wk_check(keyrun *r, cand *c) {
     tt_worker *w = r->w;
     const tt__cuda *cu = w->cu;
-    if (!c->k && tt__kernel_load(w->dev.ctx, c->cubin, &c->v, &c->k, r->err, sizeof r->err) < 0) return RUN_SKIP;
+    if (!c->k && tt__kernel_load(w->dev.ctx, c->cubin, &c->v, &c->k, r->err, sizeof r->err) < 0)
+        return RUN_SKIP;
     /* 0xff bytes are NaN in fp16, bf16 and fp32: an element the kernel
      * never writes stays NaN and is counted below. */
     CUresult e;
     if ((e = cu->MemsetD8Async(r->o, 0xff, (size_t)r->nq * 2, w->stream)) ||
         (e = cu->MemsetD8Async(r->lse, 0xff, (size_t)r->nlse * 4, w->stream)) ||
-        (e = cu->MemsetD8Async(w->scratch, 0, 64, w->stream)) ||
-        (e = cu->EventRecord(w->ev[0], w->stream))) {
+        (e = cu->MemsetD8Async(w->scratch, 0, 64, w->stream)) || (e = cu->EventRecord(w->ev[0], w->stream))) {
         tt__cuda_fail(cu, e, "poisoning the output", r->err, sizeof r->err);
         return dead(r, c, WAIT_FAULT);
     }
@@ -184,8 +185,10 @@ int tt__wk_check(keyrun *r, cand *c) {
     e = tt__wk_launch_helper(w, w->f_bad, r->nq, a1);
     if (!e) e = tt__wk_launch_helper(w, w->f_lse, r->nlse, a2);
     for (int p = 0; p < r->nplanes && !e; p++) {
-        CUdeviceptr op = r->o + (CUdeviceptr)r->plane_q[p] * 2, rp = r->oref + (CUdeviceptr)p * r->Lq * r->D * 2;
-        CUdeviceptr lp = r->lse + (CUdeviceptr)r->plane_lse[p] * 4, lrp = r->lseref + (CUdeviceptr)p * r->Lq * 4;
+        CUdeviceptr op = r->o + (CUdeviceptr)r->plane_q[p] * 2,
+                    rp = r->oref + (CUdeviceptr)p * r->Lq * r->D * 2;
+        CUdeviceptr lp = r->lse + (CUdeviceptr)r->plane_lse[p] * 4,
+                    lrp = r->lseref + (CUdeviceptr)p * r->Lq * 4;
         long long n = r->Lq * r->D, nl = r->Lq;
         void *a3[] = {&op, &rp, &n, &bf, &sums};
         void *a4[] = {&lp, &lrp, &nl, &bad, &maxd};
@@ -196,7 +199,8 @@ int tt__wk_check(keyrun *r, cand *c) {
         tt__cuda_fail(cu, e, "launching the check", r->err, sizeof r->err);
         return dead(r, c, WAIT_FAULT);
     }
-    if ((ws = tt__wk_wait_stream(w, w->o.launch_timeout_ms, r->err, sizeof r->err)) != WAIT_OK) return dead(r, c, ws);
+    if ((ws = tt__wk_wait_stream(w, w->o.launch_timeout_ms, r->err, sizeof r->err)) != WAIT_OK)
+        return dead(r, c, ws);
     unsigned char res[64];
     if ((e = cu->MemcpyDtoH(res, w->scratch, sizeof res))) {
         tt__cuda_fail(cu, e, "reading the check", r->err, sizeof r->err);

@@ -37,9 +37,11 @@ tt_nvml *tt_nvml_open(const char *pci_bus_id, int index) {
     n->shutdown = (nvml_ret(*)(void))dlsym(lib, "nvmlShutdown");
     n->clock = (nvml_ret(*)(nvml_dev, int, unsigned *))dlsym(lib, "nvmlDeviceGetClockInfo");
     n->temp = (nvml_ret(*)(nvml_dev, int, unsigned *))dlsym(lib, "nvmlDeviceGetTemperature");
-    n->procs = (nvml_ret(*)(nvml_dev, unsigned *, void *))dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
+    n->procs =
+        (nvml_ret(*)(nvml_dev, unsigned *, void *))dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
     if (!n->procs)
-        n->procs = (nvml_ret(*)(nvml_dev, unsigned *, void *))dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v2");
+        n->procs =
+            (nvml_ret(*)(nvml_dev, unsigned *, void *))dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v2");
     n->driver = (nvml_ret(*)(char *, unsigned))dlsym(lib, "nvmlSystemGetDriverVersion");
     if (!init || !n->shutdown || init() != NVML_OK) goto fail;
     /* CUDA's device order (fastest first) need not be NVML's (PCI order):

@@ -55,16 +55,16 @@ typedef struct cand {
     tt__variant v;
     const tt__cubin *cubin; /* the compile pool's, once compiled */
     tt__kernel *k;
-    int out;       /* 1: reported (RESULT sent), no longer timed */
-    int live;      /* checked and still in the search: timed by time_interleaved */
-    tt_wstats st;  /* the latest timing pass */
-    double t1_ms;  /* the checked launch, for the repetition count */
+    int out;      /* 1: reported (RESULT sent), no longer timed */
+    int live;     /* checked and still in the search: timed by time_interleaved */
+    tt_wstats st; /* the latest timing pass */
+    double t1_ms; /* the checked launch, for the repetition count */
     double rel, lse_err;
     /* The current timing pass, gathered over its interleaved slices: */
-    float t[MAX_REPS]; /* per-launch times */
-    int nt, want;      /* launches so far, launches in all */
-    int nt_slice;      /* nt when the current slice began (a busy slice is re-taken) */
-    int busy;          /* a slice stayed busy after its re-takes */
+    float t[MAX_REPS];   /* per-launch times */
+    int nt, want;        /* launches so far, launches in all */
+    int nt_slice;        /* nt when the current slice began (a busy slice is re-taken) */
+    int busy;            /* a slice stayed busy after its re-takes */
     tt_nvml_sample cond; /* NVML right after the candidate's part of the last slice */
 } cand;
 
@@ -85,7 +85,7 @@ typedef struct keyrun {
     int64_t Lq, Lk;
     int bf16;
     long long nq, nk, nlse;
-    int nrot;                       /* input sets rotated through while timing */
+    int nrot; /* input sets rotated through while timing */
     CUdeviceptr q[MAX_ROTATE], k[MAX_ROTATE], v[MAX_ROTATE], o, lse, oref, lseref;
     int nplanes;
     long long plane_q[2], plane_lse[2]; /* element offsets of the checked (batch, head) planes */

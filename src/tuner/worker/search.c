@@ -32,14 +32,13 @@ int tt_wstats_of(float *t, int n, tt_wstats *out) {
     return 0;
 }
 
-double tt_wtflops(int64_t batch, int64_t heads, int64_t lq, int64_t lk, int64_t d, int causal,
-                  double ms) {
+double tt_wtflops(int64_t batch, int64_t heads, int64_t lq, int64_t lk, int64_t d, int causal, double ms) {
     if (ms <= 0) return 0;
     return tt__sdpa_flops(batch, heads, lq, lk, d, causal) / (ms * 1e-3) / 1e12;
 }
 
-void tt_wproblem(int64_t seqlen_q, int32_t head_dim, int32_t job_batch, int32_t job_heads,
-                 int32_t *batch, int32_t *heads) {
+void tt_wproblem(int64_t seqlen_q, int32_t head_dim, int32_t job_batch, int32_t job_heads, int32_t *batch,
+                 int32_t *heads) {
     int64_t b = seqlen_q > 0 ? 16384 / seqlen_q : 1;
     int32_t h = head_dim > 0 ? 2048 / head_dim : 1;
     *batch = job_batch > 0 ? job_batch : (int32_t)(b < 1 ? 1 : b);

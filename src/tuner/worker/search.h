@@ -23,14 +23,13 @@ int tt_wstats_of(float *t, int n, tt_wstats *out);
 
 /* TFLOP/s of one launch: 4·B·H·Lq·Lk·D / t, halved for causal (PyTorch's
  * top-left mask over a square problem computes about half the scores). */
-double tt_wtflops(int64_t batch, int64_t heads, int64_t lq, int64_t lk, int64_t d, int causal,
-                  double ms);
+double tt_wtflops(int64_t batch, int64_t heads, int64_t lq, int64_t lk, int64_t d, int causal, double ms);
 
 /* The benchmark's problem rule for a key: 16384 tokens (batch·seqlen_q) and
  * heads·head_dim = 2048, at least one of each. A job's non-zero batch/heads
  * win. */
-void tt_wproblem(int64_t seqlen_q, int32_t head_dim, int32_t job_batch, int32_t job_heads,
-                 int32_t *batch, int32_t *heads);
+void tt_wproblem(int64_t seqlen_q, int32_t head_dim, int32_t job_batch, int32_t job_heads, int32_t *batch,
+                 int32_t *heads);
 
 /* The problem a key is timed at, per regime (docs/tuning.md). Prefill:
  * tt_wproblem, heads_kv = heads_q. Decode and chunk, as an inference

@@ -8,12 +8,12 @@
 #include "common/key.h"
 #include "tuner/worker/run.h"
 
-#define FAST_SHIFT 4     /* fast mode's first round: 1/16 of the exhaustive repetitions */
-#define FAST_TIE 0.01    /* variants within 1% of the best survive a round */
-#define FAST_CUT 0.15    /* ... and none more than 15% slower than the best does */
-#define TIME_SLICES 4    /* a full-count timing pass is interleaved over this many slices */
-#define FAST_SLICES 2    /* ... and a fast-mode round over this many */
-#define BUSY_RETRIES 3   /* a busy slice is re-taken this many times */
+#define FAST_SHIFT 4   /* fast mode's first round: 1/16 of the exhaustive repetitions */
+#define FAST_TIE 0.01  /* variants within 1% of the best survive a round */
+#define FAST_CUT 0.15  /* ... and none more than 15% slower than the best does */
+#define TIME_SLICES 4  /* a full-count timing pass is interleaved over this many slices */
+#define FAST_SLICES 2  /* ... and a fast-mode round over this many */
+#define BUSY_RETRIES 3 /* a busy slice is re-taken this many times */
 #define BUSY_WAIT_MS 1000
 
 static int exhaustive_reps(const keyrun *r, const cand *c) {
@@ -314,14 +314,16 @@ int tt_worker_measure(tt_worker *w, const tt_wtask *t, tt_wemit emit, void *ud) 
     memset(&p, 0, sizeof p);
     if (too_big) {
         fail = "problem-size";
-        snprintf(r.err, sizeof r.err, "batch %d x heads %d x seqlen %lld x head_dim %d is over the kernel's limits "
-                 "(batch and heads at most 65535)", (int)r.B, (int)r.H, (long long)(r.Lq > r.Lk ? r.Lq : r.Lk), (int)r.D);
+        snprintf(r.err, sizeof r.err,
+                 "batch %d x heads %d x seqlen %lld x head_dim %d is over the kernel's limits "
+                 "(batch and heads at most 65535)",
+                 (int)r.B, (int)r.H, (long long)(r.Lq > r.Lk ? r.Lq : r.Lk), (int)r.D);
         goto done;
     }
     if (t->key.rev[0] && strcmp(t->key.rev, w->src->rev) != 0) {
         fail = "rev-mismatch";
-        snprintf(r.err, sizeof r.err, "the key is for kernel revision %s, this worker compiles %s", t->key.rev,
-                 w->src->rev);
+        snprintf(r.err, sizeof r.err, "the key is for kernel revision %s, this worker compiles %s",
+                 t->key.rev, w->src->rev);
         goto done;
     }
     if (tt__wk_load_check(w, r.err, sizeof r.err) < 0) {
