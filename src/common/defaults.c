@@ -162,6 +162,7 @@ typedef struct regime_table {
 #define ROWS(r) r, sizeof r / sizeof r[0]
 #define NO_ALT NULL, 0, 0
 #define NO_SKV NULL, 0, 0
+#define NO_SHORTS NULL, 0
 /* Decode (seqlen_q <= 16) always runs splitkv: no dense tile fits one
  * token. On sm_90 chunks run it up to 1024 packed rows (256 tokens of
  * group 4) and ws past that: on the H200 (docs/perf.md, inference) a
@@ -170,21 +171,23 @@ typedef struct regime_table {
  * ws (splitkv's mma.sync is the slower tensor path once the query blocks
  * fill the GPU). Elsewhere splitkv has no faster dense family beside it. */
 static const regime_table portable[] = {
-    [TT_REGIME_DECODE] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, ROWS(splitkv_portable), INT64_MAX},
-    [TT_REGIME_CHUNK] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, ROWS(splitkv_portable), INT64_MAX},
-    [TT_REGIME_PREFILL] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, NO_SKV},
+    [TT_REGIME_DECODE] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, ROWS(splitkv_portable), INT64_MAX,
+                          NO_SHORTS},
+    [TT_REGIME_CHUNK] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, ROWS(splitkv_portable), INT64_MAX, NO_SHORTS},
+    [TT_REGIME_PREFILL] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, NO_SKV, NO_SHORTS},
 };
 static const regime_table sm90[] = {
     [TT_REGIME_DECODE] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
-                          ROWS(splitkv_sm90), INT64_MAX},
+                          ROWS(splitkv_sm90), INT64_MAX, NO_SHORTS},
     [TT_REGIME_CHUNK] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
-                         ROWS(splitkv_sm90), 1024},
+                         ROWS(splitkv_sm90), 1024, NO_SHORTS},
     [TT_REGIME_PREFILL] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
                            NO_SKV, ROWS(short_sm90)},
 };
 #undef ROWS
 #undef NO_ALT
 #undef NO_SKV
+#undef NO_SHORTS
 
 static int dense_row(const struct default_row *rows, size_t n, int32_t family, const tt_key_v2 *key,
                      tt_config *out) {
