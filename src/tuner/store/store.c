@@ -912,9 +912,9 @@ static int judge_header(tt_store *s, const char *path, int64_t app, int64_t ver)
  * both are left as they were read. */
 static int judge_copy(tt_store *s, const char *path, const char *wal, file_copy *d, const file_copy *w) {
     if (!d->exists || d->n == 0) return 0; /* gone or empty meanwhile: ours to create */
-    uint32_t page_size, pages;
-    int64_t app, ver;
-    size_t frames;
+    uint32_t page_size = 0, pages = 0;
+    int64_t app = 0, ver = 0;
+    size_t frames = 0;
     int ret = read_header(s, path, d->b, d->n, &page_size, &app, &ver);
     if (ret == 0) ret = check_wal(s, wal, w, page_size, d->n, &frames, &pages);
     if (ret == 0 && !frames) ret = judge_header(s, path, app, ver);
