@@ -11,12 +11,28 @@
 
 /* ---- keys of a table --------------------------------------------------------- */
 
+/* The kernel families by id (tt_family), with their chart colours. */
+static const struct {
+    const char *series, *color;
+} family_series[] = {
+    {"best mma", "#2ca02c"}, {"best wgmma", "#9467bd"}, {"best ws", "#17becf"}, {"best splitkv", "#e377c2"}};
+#define FAMILIES ((int)(sizeof family_series / sizeof family_series[0]))
+_Static_assert(sizeof family_series / sizeof family_series[0] == TT_FAMILY_SPLITKV + 1, "a series a family");
+
+/* The built-in default a GPU of the record's arch runs for its key: sm_90's
+ * own rows there (family ws for prefill), else the portable ones. */
+static int record_default(const tt_fleet_rec *r, tt_config *out) {
+    if (r->gpu.cc_major == 9 && r->gpu.cc_minor == 0 && tt__config_default_sm90(&r->rec.key, out) == 0)
+        return 0;
+    return tt_config_default_v2(&r->rec.key, out);
+}
+
 /* One key of a table (gpu and rev included): its winner and what the
  * measurements say about it. */
 typedef struct kinfo {
     tt_key_v2 key;
     const tt_fleet_rec *best; /* NULL: measurements only */
-    double fam[2];            /* best ok TFLOP/s per family; < 0 none */
+    double fam[FAMILIES];     /* best ok TFLOP/s per family (by id); < 0 none */
     double def;               /* the built-in default's ok TFLOP/s; < 0 not measured */
     int nok, nfailed, nskipped;
     int stale;
@@ -96,7 +112,8 @@ static int view_build(const tt_report_table *t, view *v) {
         if (v->n == 0 || key_cmp(&v->k[v->n - 1].key, &r->key) != 0) {
             kinfo *k = &v->k[v->n++];
             k->key = r->key;
-            k->fam[0] = k->fam[1] = k->def = -1;
+            for (int f = 0; f < FAMILIES; f++) k->fam[f] = -1;
+            k->def = -1;
             k->stale = v->rev[0] && strcmp(r->key.rev, v->rev) != 0;
         }
         kinfo *k = &v->k[v->n - 1];
@@ -112,11 +129,10 @@ static int view_build(const tt_report_table *t, view *v) {
             k->nfailed++;
         } else {
             k->nok++;
-            int f = r->config.family == TT_FAMILY_WGMMA;
-            if (r->tflops > k->fam[f]) k->fam[f] = r->tflops;
+            const int f = r->config.family;
+            if (f >= 0 && f < FAMILIES && r->tflops > k->fam[f]) k->fam[f] = r->tflops;
             tt_config d;
-            if (tt_config_default_v2(&r->key, &d) == 0 && tt_config_equal(&d, &r->config) &&
-                r->tflops > k->def)
+            if (record_default(p[i], &d) == 0 && tt_config_equal(&d, &r->config) && r->tflops > k->def)
                 k->def = r->tflops;
         }
     }
@@ -464,24 +480,29 @@ static void cfg_cell(FILE *f, const tt_config *c) {
 /* One group: its charts and its keys' table. */
 static int group_section(FILE *f, const view *v, size_t i, size_t j, int gno) {
     int cap = (int)(j - i);
-    gseries g = {malloc((size_t)cap * 6 * sizeof(int64_t)), malloc((size_t)cap * 6 * sizeof(double)), cap};
+    enum { NSERIES = 2 + FAMILIES + 2 };
+    gseries g = {malloc((size_t)cap * NSERIES * sizeof(int64_t)),
+                 malloc((size_t)cap * NSERIES * sizeof(double)), cap};
     if (!g.x || !g.y) {
         free(g.x);
         free(g.y);
         return TT_ERR_NOMEM;
     }
-    series tf[4] = {take(&g, 0, "winner", "#1f77b4", 0), take(&g, 1, "default", "#d62728", 1),
-                    take(&g, 2, "best mma", "#2ca02c", 0), take(&g, 3, "best wgmma", "#9467bd", 0)};
-    series ratio = take(&g, 4, "tuned/default", "#ff7f0e", 0),
-           spread = take(&g, 5, "winner spread %", "#8c564b", 0);
+    series tf[2 + FAMILIES];
+    tf[0] = take(&g, 0, "winner", "#1f77b4", 0);
+    tf[1] = take(&g, 1, "default", "#d62728", 1);
+    for (int fi = 0; fi < FAMILIES; fi++)
+        tf[2 + fi] = take(&g, 2 + fi, family_series[fi].series, family_series[fi].color, 0);
+    series ratio = take(&g, 2 + FAMILIES, "tuned/default", "#ff7f0e", 0),
+           spread = take(&g, 3 + FAMILIES, "winner spread %", "#8c564b", 0);
     for (size_t m = i; m < j; m++) {
         const kinfo *k = &v->k[m];
         if (!k->shown) continue;
         int64_t x = k->key.seqlen_q;
         put(&tf[0], x, k->best->rec.tflops);
         if (k->def > 0) put(&tf[1], x, k->def), put(&ratio, x, k->best->rec.tflops / k->def);
-        if (k->fam[0] > 0) put(&tf[2], x, k->fam[0]);
-        if (k->fam[1] > 0) put(&tf[3], x, k->fam[1]);
+        for (int fi = 0; fi < FAMILIES; fi++)
+            if (k->fam[fi] > 0) put(&tf[2 + fi], x, k->fam[fi]);
         if (k->best->rec.spread >= 0) put(&spread, x, k->best->rec.spread * 100);
     }
     fprintf(
@@ -491,7 +512,8 @@ static int group_section(FILE *f, const view *v, size_t i, size_t j, int gno) {
         (int)v->k[i].key.causal);
     group_title(f, v, &v->k[i].key);
     fputs("</h3>\n", f);
-    chart(f, "TFLOP/s of the winner, the built-in default and each family's best", "TFLOP/s", tf, 4);
+    chart(f, "TFLOP/s of the winner, the built-in default and each family's best", "TFLOP/s", tf,
+          2 + FAMILIES);
     chart(f, "tuned/default: the winner's speed over the built-in default's", "tuned/default (x)", &ratio, 1);
     chart(f, "measurement spread of the winner ((p80-p20)/median)", "spread %", &spread, 1);
     fputs("<table class=\"keys\"><tr><th>seqlen_q</th><th>seqlen_k</th><th class=\"l\">revision</th>"

@@ -35,11 +35,15 @@ static size_t make_table(tt_fleet_rec *out, int changed) {
         /* round numbers to check the charts against: 100 / time */
         w.rec.tflops = 100.0 / times[i];
         out[n++] = w;
-        /* the built-in default measured at 100 TFLOP/s, a wgmma variant at 150 */
+        /* the built-in default measured at 100 TFLOP/s (the table's GPUs
+         * are sm_90: the default they run is sm_90's, family ws), a wgmma
+         * variant at 150 */
         tt_fleet_rec d = fu_rec(0, seqlens[i], 64, 1.0, "node-a");
         d.kind = TT_FLEET_MEASUREMENT;
         d.rec.tflops = 100;
-        ASSERT_OK(tt_config_default_v2(&d.rec.key, &d.rec.config));
+        ASSERT_EQ(d.gpu.cc_major, 9);
+        ASSERT_OK(tt__config_default_sm90(&d.rec.key, &d.rec.config));
+        ASSERT_EQ(d.rec.config.family, TT_FAMILY_WS);
         out[n++] = d;
         tt_fleet_rec g = d;
         g.rec.config.family = TT_FAMILY_WGMMA;
@@ -129,6 +133,11 @@ TEST(page_of_a_table_file) {
     ASSERT_EQ(count(h, "data-series=\"winner\" data-seqlen"), 5);
     ASSERT_EQ(count(h, "data-series=\"default\" data-seqlen"), 4);
     ASSERT_EQ(count(h, "data-series=\"best wgmma\" data-seqlen"), 4);
+    /* each family its own series: the ws default's measurements, the mma
+     * winners'; none for a family with no measurement */
+    ASSERT_EQ(count(h, "data-series=\"best ws\" data-seqlen"), 4);
+    ASSERT_EQ(count(h, "data-series=\"best mma\" data-seqlen"), 4);
+    ASSERT_EQ(count(h, "data-series=\"best splitkv\""), 0);
     ASSERT_EQ(count(h, "data-series=\"tuned/default\" data-seqlen"), 4);
     ASSERT_CONTAINS(h, "data-series=\"winner\" data-seqlen=\"1024\" data-value=\"250.0000\"");
     ASSERT_CONTAINS(h, "data-series=\"tuned/default\" data-seqlen=\"4096\" data-value=\"4.0000\"");
