@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Compile variants of src/kernels/sdpa.cu with NVRTC (ctypes, stdlib only).
+"""Compile variants of src/kernels/sdpa.cu (the root file over the skeleton
+and each family's mainloop, found on the include path src/kernels) with
+NVRTC (ctypes, stdlib only).
 
 Used on the CPU machine to check every variant compiles, read ptxas' report
 (registers, spills, shared memory) and build sm_90 cubins that the device
@@ -22,8 +24,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SRC = os.path.join(ROOT, "src", "kernels", "sdpa.cu")
-HDR = os.path.join(ROOT, "src", "kernels", "sdpa_params.h")
+KDIR = os.path.join(ROOT, "src", "kernels")
+SRC = os.path.join(KDIR, "sdpa.cu")
+MAINLOOP = {0: "mma/mainloop.cuh", 1: "wgmma/mainloop.cuh", 2: "ws/mainloop.cuh", 3: "splitkv/mainloop.cuh"}
 sys.path.insert(0, HERE)
 import space  # noqa: E402
 
@@ -63,19 +66,16 @@ def compile_one(args):
     v, hdim, dtype, causal, arch, fault, defines = args
     lib = _lib()
     src = open(SRC, "rb").read()
-    hdr = open(HDR, "rb").read()
     prog = ctypes.c_void_p()
-    hdrs = (ctypes.c_char_p * 1)(hdr)
-    names = (ctypes.c_char_p * 1)(b"sdpa_params.h")
-    rc = lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"sdpa.cu", 1, hdrs, names)
+    rc = lib.nvrtcCreateProgram(ctypes.byref(prog), src, b"sdpa.cu", 0, None, None)
     if rc:
         return {"ok": False, "log": f"nvrtcCreateProgram {rc}"}
     bm, bn, w, st, lay, qr = v[:6]
     fam = v[6] if len(v) > 6 else 0
-    if fam == 1 and arch == "sm_90":
+    if fam in (1, 2) and arch == "sm_90":
         arch = "sm_90a"  # wgmma
-    opts = [f"-arch={arch}", "-std=c++17", "--ptxas-options=-v",
-            f"-DTT_FAMILY={fam}", f"-DTT_BLOCK_M={bm}", f"-DTT_BLOCK_N={bn}",
+    opts = [f"-arch={arch}", "-std=c++17", "--ptxas-options=-v", f"--include-path={KDIR}",
+            f'-DTT_MAINLOOP="{MAINLOOP[fam]}"', f"-DTT_FAMILY={fam}", f"-DTT_BLOCK_M={bm}", f"-DTT_BLOCK_N={bn}",
             f"-DTT_WARPS={w}", f"-DTT_STAGES={st}", f"-DTT_LAYOUT={lay}",
             f"-DTT_Q_IN_REGS={qr}", f"-DTT_HEAD_DIM={hdim}", f"-DTT_DTYPE={dtype}",
             f"-DTT_CAUSAL={causal}", f"-DTT_FAULT_INJECT={fault}"] + extra_defines(defines)

@@ -80,7 +80,7 @@ class Kernels:
     def _options(v, hdim, dtype, causal, fault, defines):
         bm, bn, w, st, lay, qr = v
         return ("-arch=sm_90", "-std=c++17", f"-I{os.path.join(ROOT, 'src/kernels')}",
-                "-DTT_FAMILY=0", f"-DTT_BLOCK_M={bm}", f"-DTT_BLOCK_N={bn}",
+                "-DTT_FAMILY=0", '-DTT_MAINLOOP="mma/mainloop.cuh"', f"-DTT_BLOCK_M={bm}", f"-DTT_BLOCK_N={bn}",
                 f"-DTT_WARPS={w}", f"-DTT_STAGES={st}", f"-DTT_LAYOUT={lay}",
                 f"-DTT_Q_IN_REGS={qr}", f"-DTT_HEAD_DIM={hdim}", f"-DTT_DTYPE={dtype}",
                 f"-DTT_CAUSAL={causal}", f"-DTT_FAULT_INJECT={fault}",
