@@ -21,24 +21,32 @@ static void client_open_once(void) {
     if (tt_client_open(NULL, 50, &process_client) < 0) process_client = NULL;
 }
 
+/* The daemon's tuned config for `key` (its revision set) through the
+ * process's client, if it has one that runs on this device (of `family`
+ * when >= 0): 1 with it in *out, else 0. The daemon tunes on the same GPU
+ * model; a record from another model or an older schedule may not fit this
+ * device: then the caller's default. A default answer (nothing tuned, or no
+ * daemon) is the portable one; this device's own default is at least as
+ * good. */
+static int tuned_config(const tt_key_v2 *key, const tt__device_limits *lim, int32_t family, tt_config *out) {
+    pthread_once(&client_once, client_open_once);
+    tt_lookup_result res;
+    if (!process_client || key->seqlen_q > TT_SEQLEN_MAX || key->seqlen_k > TT_SEQLEN_MAX ||
+        tt_lookup_v2(process_client, key, &res) != 0 || res.match == TT_MATCH_DEFAULT ||
+        (family >= 0 && res.config.family != family) ||
+        tt__variant_check(&res.config, key->head_dim, lim, NULL, 0) < 0)
+        return 0;
+    *out = res.config;
+    return 1;
+}
+
 static int choose_config(const tt_sdpa_args *a, const tt__device_limits *lim, tt_config *out, char *err,
                          size_t errlen) {
     tt_key_v2 k2;
     tt__sdpa_key_of(a, &k2);
     int rc;
     if ((rc = tt_kernel_revision(k2.rev)) < 0) return tt__fail(rc, err, errlen, "kernel source unavailable");
-    pthread_once(&client_once, client_open_once);
-    tt_lookup_result res;
-    /* The daemon tunes on the same GPU model; a record from another model
-     * or an older schedule may not fit this device: then the default.
-     * A default answer (nothing tuned, or no daemon) is the portable one;
-     * this device's own default is at least as good. */
-    if (process_client && k2.seqlen_q <= TT_SEQLEN_MAX && k2.seqlen_k <= TT_SEQLEN_MAX &&
-        tt_lookup_v2(process_client, &k2, &res) == 0 && res.match != TT_MATCH_DEFAULT &&
-        tt__variant_check(&res.config, k2.head_dim, lim, NULL, 0) == 0) {
-        *out = res.config;
-        return 0;
-    }
+    if (tuned_config(&k2, lim, -1, out)) return 0;
     return tt__sdpa_device_default(&k2, lim, out, err, errlen);
 }
 
@@ -62,23 +70,14 @@ static int choose_splitkv(const tt__splitkv_target *t, const tt_config *given, t
         *out = *given;
         return 0;
     }
-    tt_key key = t->key;
-    tt_lookup_result res;
-    pthread_once(&client_once, client_open_once);
     /* tuned per GQA group: the kernel packs a group's rows */
     tt_key_v2 k2;
-    tt__key_from_v1(&key, &k2);
+    tt__key_from_v1(&t->key, &k2);
     k2.group = t->params.group >= 1 && t->params.group <= TT_GROUP_MAX ? t->params.group : 1;
-    if (process_client && key.seqlen_q <= TT_SEQLEN_MAX && key.seqlen_k <= TT_SEQLEN_MAX &&
-        tt_kernel_revision(k2.rev) == 0 && tt_lookup_v2(process_client, &k2, &res) == 0 &&
-        res.match != TT_MATCH_DEFAULT && res.config.family == TT_FAMILY_SPLITKV &&
-        tt__variant_check(&res.config, key.head_dim, &t->limits, NULL, 0) == 0) {
-        *out = res.config;
-        return 0;
-    }
-    if (tt__splitkv_default(t->rows_max, key.seqlen_k, key.head_dim, &t->limits, out) < 0)
+    if (tt_kernel_revision(k2.rev) == 0 && tuned_config(&k2, &t->limits, TT_FAMILY_SPLITKV, out)) return 0;
+    if (tt__splitkv_default(t->rows_max, k2.seqlen_k, k2.head_dim, &t->limits, out) < 0)
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
-                        "no splitkv schedule of head_dim %d fits this device", (int)key.head_dim);
+                        "no splitkv schedule of head_dim %d fits this device", (int)k2.head_dim);
     if (t->params.block_table) tt__splitkv_default_paged(out);
     return 0;
 }

@@ -75,12 +75,12 @@ static const struct default_row defaults_sm90[] = {
  * causal at 512 and 1024, wgmma 64x64 246 / 303 TFLOP/s against ws
  * 192x128's 174 / 239; d128 causal ping-pong 279 / 392 against 264 / 379. */
 static const struct short_row {
-    int32_t head_dim, causal, seqlen_max, family;
-    int32_t block_m, block_n, warps, stages, layout, q_in_regs;
+    int32_t seqlen_max, family;
+    struct default_row row;
 } short_sm90[] = {
-    /* d, c, seqlen_max, family, bm, bn, w, st, layout, q_in_regs */
-    {64, 1, 1024, TT_FAMILY_WGMMA, 64, 64, 4, 2, 1, 0},
-    {128, 1, 1024, TT_FAMILY_WS, 128, 128, 12, 2, 1, 0},
+    /* seqlen_max, family, {d, c, bm, bn, w, st, layout, q_in_regs} */
+    {1024, TT_FAMILY_WGMMA, {64, 1, 64, 64, 4, 2, 1, 0}},
+    {1024, TT_FAMILY_WS, {128, 1, 128, 128, 12, 2, 1, 0}},
 };
 
 /* Family splitkv (decode, speculative decode, chunks of a few rows): by
@@ -246,12 +246,9 @@ static int from_table(const regime_table *t, const tt_key_v2 *key, tt_config *ou
         return dense_row(t->alt, t->n_alt, t->alt_family, key, out);
     for (size_t i = 0; i < t->n_shorts; i++) {
         const struct short_row *r = &t->shorts[i];
-        if (r->head_dim != key->head_dim || r->causal != (key->causal ? 1 : 0) ||
-            key->seqlen_q > r->seqlen_max || key->seqlen_k > r->seqlen_max)
-            continue;
-        const struct default_row d = {r->head_dim, r->causal, r->block_m, r->block_n,
-                                      r->warps,    r->stages, r->layout,  r->q_in_regs};
-        return dense_row(&d, 1, r->family, key, out);
+        if (key->seqlen_q <= r->seqlen_max && key->seqlen_k <= r->seqlen_max &&
+            dense_row(&r->row, 1, r->family, key, out) == 0)
+            return 0;
     }
     return dense_row(t->rows, t->n, t->family, key, out);
 }
@@ -274,12 +271,21 @@ int tt__config_default_sm90(const tt_key_v2 *key, tt_config *out) {
     return from_table(&sm90[tt__key_regime(key)], key, out);
 }
 
-int tt__config_default_sm90_alt(const tt_key_v2 *key, int32_t not_family, tt_config *out) {
+int tt__config_default_other(const tt_key_v2 *key, int32_t arch, int32_t not_family, tt_config *out) {
     if (!key || !out) return TT_ERR_INVAL;
-    const regime_table *t = &sm90[tt__key_regime(key)];
-    if (t->family != not_family && dense_row(t->rows, t->n, t->family, key, out) == 0) return 0;
-    if (t->alt && t->alt_family != not_family) return dense_row(t->alt, t->n_alt, t->alt_family, key, out);
-    return TT_ERR_UNSUPPORTED;
+    if (arch == 90) {
+        const regime_table *t = &sm90[tt__key_regime(key)];
+        if (t->family != not_family && dense_row(t->rows, t->n, t->family, key, out) == 0) return 0;
+        if (t->alt && t->alt_family != not_family &&
+            dense_row(t->alt, t->n_alt, t->alt_family, key, out) == 0)
+            return 0;
+    }
+    tt_config c;
+    int rc = tt_config_default_v2(key, &c);
+    if (rc < 0) return rc;
+    if (c.family == not_family) return TT_ERR_UNSUPPORTED;
+    *out = c;
+    return 0;
 }
 
 int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int32_t head_dim, tt_config *out) {

@@ -57,10 +57,11 @@ int tt__lookup_default(const tt_key_v2 *key, tt_lookup_result *out);
  * ws's descriptor names this table; the default run on a device is the
  * kernels layer's tt__config_default_arch. */
 int tt__config_default_sm90(const tt_key_v2 *key, tt_config *out);
-/* sm_90's dense default of a family other than `not_family` (a call the
- * default's family cannot take: ws and a stride its copy engine cannot
- * map): 0 or TT_ERR_UNSUPPORTED. */
-int tt__config_default_sm90_alt(const tt_key_v2 *key, int32_t not_family, tt_config *out);
+/* A default of sm_`arch` of a family other than `not_family`, for a call
+ * the default's family cannot take (ws and a stride its copy engine cannot
+ * map): that arch's other dense rows (sm_90: ws, wgmma), else the portable
+ * row; 0 or TT_ERR_UNSUPPORTED. */
+int tt__config_default_other(const tt_key_v2 *key, int32_t arch, int32_t not_family, tt_config *out);
 /* The splitkv default of `arch` (90: sm_90's rows, else the portable
  * ones) for `packed_rows` (seqlen_q x GQA group) at head_dim. */
 int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int32_t head_dim, tt_config *out);

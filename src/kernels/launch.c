@@ -526,7 +526,6 @@ int tt__sdpa_target_of(const tt_sdpa_args *a, tt__sdpa_target *t, char *err, siz
 
 int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_config *cfg, char *err,
                     size_t errlen) {
-    char msg[200];
     int rc;
     tt_config fallback;
     const tt__family *f = tt__family_of(cfg->family);
@@ -536,30 +535,40 @@ int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_co
          * family serves the call rather than a refusal */
         tt_key_v2 key;
         tt__sdpa_key_of(a, &key);
-        if (tt__sdpa_device_default(&key, &t->limits, &fallback, NULL, 0) < 0 ||
-            fallback.family == cfg->family)
-            if ((t->limits.arch != 90 || tt__config_default_sm90_alt(&key, cfg->family, &fallback) < 0) &&
-                (rc = tt_config_default_v2(&key, &fallback)) < 0)
-                return tt__fail(rc, err, errlen, "no schedule of another family for these strides");
+        if ((tt__sdpa_device_default(&key, &t->limits, &fallback, NULL, 0) < 0 ||
+             fallback.family == cfg->family) &&
+            (rc = tt__config_default_other(&key, t->limits.arch, cfg->family, &fallback)) < 0)
+            return tt__fail(rc, err, errlen, "no schedule of another family for these strides");
         cfg = &fallback;
     }
-    if ((rc = tt__variant_check(cfg, (int32_t)a->head_dim, &t->limits, msg, sizeof msg)) < 0)
-        return tt__fail(rc, err, errlen, "config invalid on this device (sm_%d): %s", (int)t->limits.arch,
-                        msg);
+    const tt__kernel *k;
+    if ((rc = tt__kernel_for_config(t->ctx, &t->limits, cfg, (int32_t)a->head_dim, (tt_dtype)a->dtype,
+                                    a->causal, &k, err, errlen)) < 0)
+        return rc;
+    return tt__kernel_launch(k, &t->params, (CUstream)a->stream, err, errlen);
+}
+
+int tt__kernel_for_config(CUcontext ctx, const tt__device_limits *lim, const tt_config *cfg, int32_t head_dim,
+                          tt_dtype dtype, int32_t causal, const tt__kernel **out, char *err, size_t errlen) {
+    char msg[200];
+    int rc;
+    if ((rc = tt__variant_check(cfg, head_dim, lim, msg, sizeof msg)) < 0)
+        return tt__fail(rc, err, errlen, "config invalid on this device (sm_%d): %s", (int)lim->arch, msg);
     tt__variant v;
     memset(&v, 0, sizeof v);
     v.config = *cfg;
-    v.head_dim = (int32_t)a->head_dim;
-    v.dtype = (tt_dtype)a->dtype;
-    v.causal = a->causal;
-    v.arch = t->limits.arch;
+    v.head_dim = head_dim;
+    v.dtype = dtype;
+    v.causal = causal;
+    v.arch = lim->arch;
     const tt__kernel *k;
-    if ((rc = tt__kernel_get(t->ctx, NULL, &v, &k, err, errlen)) < 0) return rc;
-    if ((long)k->report.static_smem + k->smem > t->limits.smem_optin)
+    if ((rc = tt__kernel_get(ctx, NULL, &v, &k, err, errlen)) < 0) return rc;
+    if ((long)k->report.static_smem + k->smem > lim->smem_optin)
         return tt__fail(TT_ERR_RANGE, err, errlen,
                         "variant needs %ld bytes of shared memory, the device allows %d",
-                        (long)k->report.static_smem + k->smem, (int)t->limits.smem_optin);
-    return tt__kernel_launch(k, &t->params, (CUstream)a->stream, err, errlen);
+                        (long)k->report.static_smem + k->smem, (int)lim->smem_optin);
+    *out = k;
+    return 0;
 }
 
 /* The limits of CUDA device `device` (its primary context made ready). */

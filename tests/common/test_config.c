@@ -282,6 +282,27 @@ TEST(defaults_route_through_the_regime) {
     ASSERT_EQ(dec.family, TT_FAMILY_WS);
 }
 
+/* A call the default's family cannot take runs another family's default:
+ * sm_90's other dense rows, else the portable one; never the same family. */
+TEST(default_of_another_family) {
+    tt_key_v2 k;
+    memset(&k, 0, sizeof k);
+    k.head_dim = 128;
+    k.seqlen_q = k.seqlen_k = 4096;
+    tt_config c;
+    ASSERT_OK(tt__config_default_other(&k, 90, TT_FAMILY_WS, &c));
+    ASSERT_EQ(c.family, TT_FAMILY_WGMMA);
+    ASSERT_OK(tt__config_default_other(&k, 90, TT_FAMILY_WGMMA, &c));
+    ASSERT_EQ(c.family, TT_FAMILY_WS);
+    ASSERT_OK(tt__config_default_other(&k, 80, TT_FAMILY_WS, &c));
+    ASSERT_EQ(c.family, TT_FAMILY_MMA);
+    ASSERT_EQ(tt__config_default_other(&k, 80, TT_FAMILY_MMA, &c), TT_ERR_UNSUPPORTED);
+    /* d96: no sm_90 row; the portable mma one */
+    k.head_dim = 96;
+    ASSERT_OK(tt__config_default_other(&k, 90, TT_FAMILY_WS, &c));
+    ASSERT_EQ(c.family, TT_FAMILY_MMA);
+}
+
 TEST(strerror_names_every_code) {
     for (int c = TT_FALLBACK; c >= TT_ERR_REMOTE; c--) ASSERT(strcmp(tt_strerror(c), "unknown error") != 0);
     ASSERT_STREQ(tt_strerror(-999), "unknown error");

@@ -279,28 +279,15 @@ out:
 
 int tt__splitkv_run(const tt__splitkv_target *t, const tt_config *cfg, void *ws, size_t ws_len, void *stream,
                     size_t *ws_bytes, char *err, size_t errlen) {
-    char msg[200];
     int rc;
     if (cfg->family != TT_FAMILY_SPLITKV)
         return tt__fail(TT_ERR_INVAL, err, errlen,
                         "config family %d: the KV-cache and varlen entry points run family splitkv only",
                         (int)cfg->family);
-    if ((rc = tt__variant_check(cfg, t->key.head_dim, &t->limits, msg, sizeof msg)) < 0)
-        return tt__fail(rc, err, errlen, "config invalid on this device (sm_%d): %s", (int)t->limits.arch,
-                        msg);
-    tt__variant v;
-    memset(&v, 0, sizeof v);
-    v.config = *cfg;
-    v.head_dim = t->key.head_dim;
-    v.dtype = t->key.dtype;
-    v.causal = t->key.causal;
-    v.arch = t->limits.arch;
     const tt__kernel *k;
-    if ((rc = tt__kernel_get(t->ctx, NULL, &v, &k, err, errlen)) < 0) return rc;
-    if ((long)k->report.static_smem + k->smem > t->limits.smem_optin)
-        return tt__fail(TT_ERR_RANGE, err, errlen,
-                        "variant needs %ld bytes of shared memory, the device allows %d",
-                        (long)k->report.static_smem + k->smem, (int)t->limits.smem_optin);
+    if ((rc = tt__kernel_for_config(t->ctx, &t->limits, cfg, t->key.head_dim, t->key.dtype, t->key.causal, &k,
+                                    err, errlen)) < 0)
+        return rc;
     plan pl;
     if ((rc = plan_for(k, &t->params, t->rows_max, t->total_k, &pl, err, errlen)) < 0) return rc;
     if (ws_bytes) {
