@@ -74,13 +74,13 @@ def key_args(k):
 
 
 class Daemon:
-    def __init__(self, build, run, db, log):
+    def __init__(self, build, run, db, log, cache=None):
         self.cli = os.path.join(build, "src/client/tiletune")
         self.sock = os.path.join(run, "tt.sock")
         self.logf = open(log, "w")
         self.proc = subprocess.Popen(
             [os.path.join(build, "src/tuner/tiletuned"), "--socket", self.sock, "--db", db, "--cache-dir",
-             os.path.join(run, "cache"), "--worker-timeout", "300", "--log-level", "info"],
+             cache or os.path.join(run, "cache"), "--worker-timeout", "300", "--log-level", "info"],
             stderr=self.logf)
         for _ in range(100):
             if self.call("ping", check=False).returncode == 0:
@@ -98,6 +98,14 @@ class Daemon:
             if line.startswith("gpus"):
                 return int(line.split()[1])
         return 0
+
+    def wait_gpu(self, seconds=30):
+        """True once the daemon's worker reports a GPU, False after `seconds`."""
+        for _ in range(int(seconds * 10)):
+            if self.gpus() > 0:
+                return True
+            time.sleep(0.1)
+        return self.gpus() > 0
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -126,11 +134,7 @@ def tune_at(args, shapes, at, run):
     d = Daemon(args.build, run, db, os.path.join(args.out, f"tuned-{at}.log"))
     rows = []
     try:
-        for _ in range(300):
-            if d.gpus() > 0:
-                break
-            time.sleep(0.1)
-        have_gpu = d.gpus() > 0
+        have_gpu = d.wait_gpu()
         keys = sorted({key_of(s) for s in shapes})
         t0 = time.time()
         for k in keys:
