@@ -5,6 +5,7 @@
 #   PART=core bash bench/gpu_check.sh        # kernels, pipeline, the torch op
 #   PART=inference bash bench/gpu_check.sh   # splitkv tests + bench, grid tune
 #   STEPS="ctests torch inference bench tune" bash bench/gpu_check.sh
+#   PART=grid GRID_S=270 GRID_ARGS="--dtype bf16 --shard 1/2" bash bench/gpu_check.sh
 #
 # core:      build (fault injection on, for the pipeline test); the C kernel
 #            tests but the every-variant one; the pipeline end to end
@@ -16,6 +17,10 @@
 #            varlen, graph capture), decode/speculative/chunked timings
 #            against torch's backends, then the default grid tuned in fast
 #            mode (TUNE_S seconds at most).
+# grid:      the built-in default against the tuned winner over the
+#            inference grid (bench/inference/grid.py): exhaustive tune,
+#            capped at GRID_S seconds, GRID_ARGS narrows it (--dtype,
+#            --shard, --mode, --bench-s); its cap + ~4 minutes at most.
 # Logs under $OUT (default ./out). Each step has a time limit so the whole
 # stays inside one 10-minute call.
 set -uo pipefail
@@ -27,6 +32,7 @@ part=${PART:-core}
 case $part in
   core) steps=${STEPS:-"ctests e2e torch overhead"} ;;
   inference) steps=${STEPS:-"inference bench tune"} ;;
+  grid) steps=${STEPS:-"grid"} ;;
   *) steps=${STEPS:-"ctests e2e torch overhead inference bench tune"} ;;
 esac
 has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -120,6 +126,17 @@ if has tune; then
   timeout "$((${TUNE_S:-150} + 20))" bench/tune/run.sh "$build" "$out/grid" default fast "${TUNE_S:-150}" 2>&1 |
     grep -vE '^\| (fp16|bf16) ' | tail -16
   say "default grid, fast"
+fi
+if has grid; then
+  # after the cap: the key in flight (<= 60 s), the daemon's stop, the
+  # defaults the tune did not time (--bench-s, 60 s by default), the summary
+  timeout "$((${GRID_S:-300} + 240))" python3 bench/inference/grid.py --build "$build" --out "$out/grid-defaults" \
+    --cap-s "${GRID_S:-300}" ${GRID_ARGS:-} >"$out/grid-defaults.log" 2>&1
+  echo "inference grid: rc=$?"
+  grep -E "^job |^tuned |^bench:|^\| (decode|chunk|prefill|all|measured|not in the space|dropped|failed|busy) |^Keys|^Ratio" \
+    "$out/grid-defaults.log" | tail -24
+  grep -A6 "^The worst 10" "$out/grid-defaults.log" | tail -4 | cut -c1-400
+  say "inference grid, default against tuned"
 fi
 # the device returns at most 8 files: one archive
 (cd "$out" && tar czf /tmp/gpu-check.tgz . && find . -mindepth 1 -delete && mv /tmp/gpu-check.tgz .)
