@@ -245,12 +245,18 @@ def _parse(text):
 
 
 def parse_config(text):
-    """Canonical text -> dict of knobs (symbolic values, e.g. layout='swizzle', as text)."""
-    _parse(text)  # validates
+    """Canonical text -> dict of every knob (symbolic values, e.g.
+    layout='swizzle', as text). Knobs the text leaves out because they are 0
+    (split_ctas) are in the dict as 0, so config_text(parse_config(t)) is t:
+    merged over the key's portable default they would take its value."""
+    cfg = _parse(text)  # validates
     out = {}
     for item in str(text).split(","):
         name, value = item.split("=", 1)
         out[name] = int(value) if value.lstrip("-").isdigit() else value
+    for name, _ in _Config._fields_:
+        if name != "reserved" and name not in out:
+            out[name] = getattr(cfg, name)
     return out
 
 
