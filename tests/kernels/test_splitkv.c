@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/key.h"
 #include "kernels/jit.h"
+#include "kernels/launch.h"
 #include "kernels/source.h"
 #include "kernels/family.h"
 #include "kernels/splitkv/splitkv.h"
@@ -104,7 +106,7 @@ TEST(split_count_follows_the_batch) {
      * x 1 sequence = 8 CTAs: 33 splits wanted, 8 of the 256 tiles each
      * -> 32 */
     ASSERT_EQ(tt__splitkv_splits(&c, 132, 2, 8, 256), 32);
-    /* batch 64: 512 CTAs already fill the target: no split */
+    /* batch 64: 512 CTAs already fill the target (1.94 waves): no split */
     ASSERT_EQ(tt__splitkv_splits(&c, 132, 2, 512, 64), 1);
     /* batch 16: 128 CTAs, 2 splits -> 256 CTAs, one wave (3 would spill
      * 120 CTAs into a second one) */
@@ -124,6 +126,14 @@ TEST(split_count_follows_the_batch) {
     c.split_ctas = 0;
     ASSERT_EQ(tt__splitkv_splits(&c, 100, 2, 10, 1000), 20);
     ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 8, 1), 1);
+    /* more CTAs than a wave: batch 64 x 8 KV heads at 3 an SM are 1.29
+     * waves, the second mostly empty; 2 splits make 2.59 waves of 3 (86%
+     * full) */
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 3, 512, 64), 2);
+    /* 512 at 1 an SM are 3.88 waves: whole */
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 1, 512, 64), 1);
+    /* never more splits than tiles */
+    ASSERT_EQ(tt__splitkv_splits(&c, 132, 3, 512, 1), 1);
 }
 
 /* Varlen: one tiles-per-split for the batch, from its keys, so a sequence's
@@ -219,6 +229,46 @@ TEST(space_tiles_follow_the_packed_rows) {
     free(e);
     ASSERT(seen[16] > 0);
     ASSERT_EQ(seen[32] + seen[64] + seen[128], 0);
+}
+
+/* The tuner times the built-in default: on sm_90 the default of every key
+ * of the inference grid is one of its space's candidates (a default outside
+ * the space is a schedule no tune ever compares against its winner; head
+ * dims 32 and 64 past 16 rows took Q from shared memory where the space
+ * holds Q in registers only). */
+TEST(every_inference_grid_default_is_in_its_space) {
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(90, &d));
+    static tt_key_v2 keys[1024];
+    const size_t nk = tt__inference_grid(keys, 1024);
+    ASSERT(nk > 400 && nk < 1024);
+    int missing = 0;
+    char err[256];
+    for (size_t i = 0; i < nk; i++) {
+        tt_config def;
+        ASSERT_OK(tt__sdpa_device_default(&keys[i], &d, &def, err, sizeof err));
+        tt_key k1;
+        tt__key_to_v1(&keys[i], &k1);
+        tt__space_entry *e = NULL;
+        size_t n = 0;
+        ASSERT_OK(tt__space_enumerate_group(&k1, keys[i].group, &d, 0, NULL, 1, &e, &n, err, sizeof err));
+        int found = 0;
+        for (size_t j = 0; j < n && !found; j++) {
+            const tt_config *c = &e[j].variant.config;
+            found = c->family == def.family && c->block_m == def.block_m && c->block_n == def.block_n &&
+                    c->warps == def.warps && c->stages == def.stages && c->layout == def.layout &&
+                    c->q_in_regs == def.q_in_regs && c->split_ctas == def.split_ctas;
+        }
+        free(e);
+        if (!found) {
+            char text[TT_CONFIG_TEXT_MAX];
+            tt_config_format(&def, text, sizeof text);
+            if (missing++ < 8)
+                printf("not in the space: d%d Lq %lld Lk %lld group %d: %s\n", (int)keys[i].head_dim,
+                       (long long)keys[i].seqlen_q, (long long)keys[i].seqlen_k, (int)keys[i].group, text);
+        }
+    }
+    ASSERT_EQ(missing, 0);
 }
 
 TEST(space_is_legal_and_sized) {
