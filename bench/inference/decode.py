@@ -108,6 +108,19 @@ def graph_time(fns, reps=5, min_calls=20):
     return ts[len(ts) // 2]
 
 
+def paged(kc, vc, page):
+    """A contiguous [B, Lk, Hkv, D] cache as pages of `page` tokens in a
+    shuffled pool: (k pages, v pages, block table, cache_seqlens)."""
+    B, Lk = kc.shape[0], kc.shape[1]
+    npg = Lk // page
+    perm = torch.randperm(B * npg, device=DEV)
+    kp = torch.empty(B * npg, page, HKV, D, device=DEV, dtype=DT)
+    vp = torch.empty_like(kp)
+    kp[perm] = kc.reshape(B * npg, page, HKV, D)
+    vp[perm] = vc.reshape(B * npg, page, HKV, D)
+    return kp, vp, perm.view(B, npg).to(torch.int32), torch.full((B,), Lk, dtype=torch.int32, device=DEV)
+
+
 def make_inputs(B, Lq, Lk, n):
     sets = []
     for _ in range(n):
@@ -295,14 +308,7 @@ def main():
         for page in (16, 64, 256):
             fns = []
             for (q, kc, vc) in base:
-                npg = Lk // page
-                perm = torch.randperm(B * npg, device=DEV)
-                kp = torch.empty(B * npg, page, HKV, D, device=DEV, dtype=DT)
-                vp = torch.empty_like(kp)
-                kp[perm] = kc.reshape(B * npg, page, HKV, D)
-                vp[perm] = vc.reshape(B * npg, page, HKV, D)
-                table = perm.view(B, npg).to(torch.int32)
-                lens = torch.full((B,), Lk, dtype=torch.int32, device=DEV)
+                kp, vp, table, lens = paged(kc, vc, page)
                 fns.append(lambda q=q, kp=kp, vp=vp, t=table, lens=lens:
                            tiletune.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=t))
             tp = safe(graph_time, fns)
