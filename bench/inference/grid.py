@@ -10,8 +10,10 @@ were done). Exhaustive by default: every candidate, the built-in default
 among them, is timed with the full count, so the default's time is as good
 as the winner's. Then, from the database, per tuned key: the winner's
 time and the time of the built-in default (what tt_sdpa_fwd runs there
-with nothing tuned: `tiletune.default_config(..., device=0, group=G)`)
-measured in the same tune, and their ratio.
+with nothing tuned for a call of the size the tune measured:
+`tiletune.default_config(..., device=0, group=G, batch=B, heads=H)`, as a
+chunk's default follows the batch) measured in the same tune, and their
+ratio.
 
 A default the tune did not time (it is not among the key's candidates, or
 fast mode dropped it after a partial timing) is timed here, with its
@@ -137,14 +139,27 @@ def wait_capped(d, db, job, cap_s, have_gpu):
     return wall, capped
 
 
-def device_defaults(keys, device=0):
+def device_defaults(keys, device=0, sizes=None):
     """key -> the config tt_sdpa_fwd runs for it with nothing tuned on
-    `device` (the arch's own rows: sm_90's splitkv/ws defaults)."""
+    `device` (the arch's own rows: sm_90's splitkv/ws defaults), at the
+    call size (batch, query heads) of `sizes` (key -> the sizes the tune
+    measured) where given: a chunk's default follows the batch."""
     import tiletune
     out = {}
     for k in keys:
         dt, d, c, lq, lk, g = k
-        out[k] = tiletune.default_config(d, dt, c, lq, lk, device=device, group=g)
+        b, h = (sizes or {}).get(k, (None, None))
+        out[k] = tiletune.default_config(d, dt, c, lq, lk, device=device, group=g, batch=b, heads=h)
+    return out
+
+
+def measured_sizes(db):
+    """key -> (batch, query heads) the database's winners were measured at."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    out = {}
+    for r in con.execute(f"SELECT {', '.join(KEY_COLS)}, batch, heads FROM best"):
+        out[tuple(r[:len(KEY_COLS)])] = (r[-2], r[-1])
+    con.close()
     return out
 
 
@@ -493,7 +508,7 @@ def tune_main(args):
     con.close()
     source = "device"
     try:
-        defaults = device_defaults(keys)
+        defaults = device_defaults(keys, sizes=measured_sizes(db))
     except Exception as e:  # noqa: BLE001
         # no GPU (a dry run): nothing was tuned, the portable table stands in
         print(f"no device default ({e}): the portable one", flush=True)
@@ -518,7 +533,7 @@ def analyse_main(args):
         keys = [tuple(r) for r in con.execute(f"SELECT {', '.join(KEY_COLS)} FROM job_key WHERE job_id = ?", (job,))]
         con.close()
         try:
-            defaults = device_defaults(keys)
+            defaults = device_defaults(keys, sizes=measured_sizes(args.analyse))
         except Exception as e:  # noqa: BLE001
             raise SystemExit(f"no --defaults and no device default ({e}): give the run's defaults.csv")
     rows, job = analyse(args.analyse, defaults, args.job)

@@ -148,6 +148,13 @@ class Configs(unittest.TestCase):
             with self.assertRaises(ValueError):
                 tiletune.default_config(128, "bf16", causal=bad, seqlen_q=8)
 
+    def test_a_call_size_needs_a_device(self):
+        # the size-dependent default is a device's (sm_90's chunk rule)
+        with self.assertRaises(ValueError):
+            tiletune.default_config(128, "bf16", seqlen_q=64, seqlen_k=4096, group=4, batch=8, heads=32)
+        with self.assertRaises(ValueError):
+            tiletune.default_config(128, "bf16", seqlen_q=64, seqlen_k=4096, device=0, batch=8)
+
     def test_bad_configs(self):
         with self.assertRaises(ValueError):
             tiletune.parse_config("block_m=64")

@@ -138,6 +138,8 @@ def _declare(lib):
         "tt_config_default": ([P(_Key), P(_Config)], ctypes.c_int),
         "tt_sdpa_default_config": ([P(_Key), ctypes.c_int, P(_Config)] + err_t, ctypes.c_int),
         "tt_sdpa_default_config_v2": ([P(_KeyV2), ctypes.c_int, P(_Config)] + err_t, ctypes.c_int),
+        "tt_sdpa_default_config_at": ([P(_KeyV2), ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+                                       P(_Config)] + err_t, ctypes.c_int),
         "tt_config_default_v2": ([P(_KeyV2), P(_Config)], ctypes.c_int),
         "tt_config_format": ([P(_Config), ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int),
         "tt_config_parse": ([ctypes.c_char_p, P(_Config)], ctypes.c_int),
@@ -260,14 +262,27 @@ def parse_config(text):
     return out
 
 
-def default_config(head_dim, dtype, causal=False, seqlen_q=1024, seqlen_k=None, device=None, group=1):
+def default_config(head_dim, dtype, causal=False, seqlen_q=1024, seqlen_k=None, device=None, group=1,
+                   batch=None, heads=None):
     """The built-in default config for a key, as canonical text. Without a
     device: the portable default (valid on every sm_80+ GPU, what a daemon
     answers when nothing is tuned); with a device (an ordinal, "cuda:N" or a
     torch.device): the one sdpa() runs there when nothing is tuned (sm_90
     has its own). group: query heads per K/V head (GQA); decode and chunk
-    defaults pack the group's rows into one tile."""
+    defaults pack the group's rows into one tile. batch and heads (query
+    heads), with a device: the default of a call that size (a chunk that
+    fills the GPU runs a dense family on sm_90; the key has no batch)."""
     key = _key(head_dim, dtype, causal, seqlen_q, seqlen_k, group=group)
+    if batch is not None or heads is not None:
+        if device is None or batch is None or heads is None:
+            raise ValueError("batch and heads go together, with a device")
+        cfg = _Config()
+        err = ctypes.create_string_buffer(1024)
+        rc = _load().tt_sdpa_default_config_at(ctypes.byref(key), _device_index(device), int(batch), int(heads),
+                                               ctypes.byref(cfg), err, len(err))
+        if rc < 0:
+            _raise(rc, err, "default_config")
+        return format_config(cfg)
     if device is None:
         cfg = _Config()
         rc = _load().tt_config_default_v2(ctypes.byref(key), ctypes.byref(cfg))

@@ -47,7 +47,7 @@ static int choose_config(const tt_sdpa_args *a, const tt__device_limits *lim, tt
     int rc;
     if ((rc = tt_kernel_revision(k2.rev)) < 0) return tt__fail(rc, err, errlen, "kernel source unavailable");
     if (tuned_config(&k2, lim, -1, out)) return 0;
-    return tt__sdpa_device_default(&k2, lim, out, err, errlen);
+    return tt__sdpa_device_default_at(&k2, lim, a->batch, a->heads_q, out, err, errlen);
 }
 
 int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {

@@ -94,7 +94,10 @@ static const struct short_row {
  * wave of what fits (within 5% of the best at every shape; 128-key tiles
  * were as good contiguous but look up twice the page numbers a tile, 1.1-
  * 1.4x slower on a paged cache); 32 rows 128-key tiles, 3 stages (1%);
- * 64 rows 64-key tiles, 2 stages (3%); 128 rows 8 warps. Q sits in
+ * 64 rows 64-key tiles, 2 stages (3%); 128 rows 8 warps. At head dim 64
+ * the 16-row tile takes 128 keys (half the bytes of a d128 row: the
+ * inference grid's d64 decode winners, the 64-key tile up to 1.19x
+ * slower). Q sits in
  * registers wherever it fits without a spill on sm_90 (head dims 32 and
  * 64 past 16 rows too: the space holds only that choice there, so a
  * default without it was a config the tuner never timed).
@@ -126,7 +129,7 @@ static const struct splitkv_row splitkv_portable[] = {
 static const struct splitkv_row splitkv_sm90[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
     {16, 32, 16, 64, 4, 4, 1, 0},
-    {16, 64, 16, 64, 4, 4, 1, 0},
+    {16, 64, 16, 128, 4, 4, 1, 0},
     {16, 128, 16, 64, 4, 4, 1, 0},
     {16, 256, 16, 64, 4, 2, 0, 0},
     {32, 32, 32, 128, 4, 3, 1, 0},
@@ -141,6 +144,20 @@ static const struct splitkv_row splitkv_sm90[] = {
     {128, 64, 128, 64, 8, 2, 1, 0},
     {128, 128, 128, 64, 8, 2, 0, 0},
     {128, 256, 128, 32, 8, 2, 0, 0},
+};
+/* sm_90 chunks whose dense tiles fill the GPU (tt__sdpa_device_default_at:
+ * batch x query heads x 64-row blocks >= the SM count): up to seqlen_max
+ * query tokens these rows, longer ones the prefill rows above. On the
+ * H200's inference grid (docs/perf.md) splitkv's 128-row mma.sync tile ran
+ * such chunks 1.5-2.5x slower than the dense winners: wgmma 64x64 (d128)
+ * and 64x128 (d64) at 64 tokens, ws 128x128 at 512; with fewer CTAs than
+ * SMs (batch 1, 64 tokens) splitkv's split keys won. */
+static const struct short_row chunk_dense_sm90[] = {
+    /* seqlen_max, family, {d, c, bm, bn, w, st, layout, q_in_regs} */
+    {64, TT_FAMILY_WGMMA, {64, 0, 64, 128, 4, 2, 1, 0}},
+    {64, TT_FAMILY_WGMMA, {64, 1, 64, 128, 4, 2, 1, 0}},
+    {64, TT_FAMILY_WGMMA, {128, 0, 64, 64, 4, 2, 1, 0}},
+    {64, TT_FAMILY_WGMMA, {128, 1, 64, 64, 4, 2, 1, 0}},
 };
 
 /* clang-format on */
@@ -295,4 +312,16 @@ int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int32_t head_d
     if (!out) return TT_ERR_INVAL;
     if (arch == 90) return splitkv_row(ROWS_OF(splitkv_sm90), packed_rows, head_dim, out);
     return splitkv_row(ROWS_OF(splitkv_portable), packed_rows, head_dim, out);
+}
+
+int tt__config_default_chunk_dense(const tt_key_v2 *key, int32_t arch, tt_config *out) {
+    if (!key || !out) return TT_ERR_INVAL;
+    if (arch != 90 || tt__key_regime(key) != TT_REGIME_CHUNK) return TT_ERR_UNSUPPORTED;
+    for (size_t i = 0; i < sizeof chunk_dense_sm90 / sizeof chunk_dense_sm90[0]; i++) {
+        const struct short_row *r = &chunk_dense_sm90[i];
+        if (key->seqlen_q <= r->seqlen_max && dense_row(&r->row, 1, r->family, key, out) == 0) return 0;
+    }
+    /* a chunk has seqlen_k >= 4 seqlen_q: ws's bottom-right mask takes it */
+    const regime_table *t = &sm90[TT_REGIME_PREFILL];
+    return dense_row(t->rows, t->n, t->family, key, out);
 }

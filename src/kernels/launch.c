@@ -503,6 +503,26 @@ int tt__sdpa_device_default(const tt_key_v2 *key, const tt__device_limits *lim, 
     return 0;
 }
 
+int tt__sdpa_device_default_at(const tt_key_v2 *key, const tt__device_limits *lim, int64_t batch,
+                               int64_t heads_q, tt_config *out, char *err, size_t errlen) {
+    int rc = tt__sdpa_device_default(key, lim, out, err, errlen);
+    if (rc < 0 || out->family != TT_FAMILY_SPLITKV || batch <= 0 || heads_q <= 0) return rc;
+    /* The key has no batch, but whether splitting the keys pays does: with
+     * a 64-row block of one query head a CTA, a chunk that gives every SM
+     * one already fills the GPU, and the dense families' tensor path beats
+     * splitkv's mma.sync there; fewer CTAs leave SMs that only split keys
+     * reach. */
+    const double ctas =
+        (double)batch * (double)heads_q * (double)((key->seqlen_q + 63) / 64); /* no overflow */
+    if (ctas >= lim->sm_count) {
+        tt_config d;
+        if (tt__config_default_chunk_dense(key, lim->arch, &d) == 0 &&
+            tt__variant_check(&d, key->head_dim, lim, NULL, 0) == 0)
+            *out = d;
+    }
+    return 0;
+}
+
 int tt__sdpa_target_of(const tt_sdpa_args *a, tt__sdpa_target *t, char *err, size_t errlen) {
     int rc = tt__sdpa_params_from_args(a, &t->params, err, errlen);
     if (rc < 0) return rc;
@@ -603,6 +623,11 @@ int tt_sdpa_default_config(const tt_key *key, int device, tt_config *out, char *
 }
 
 int tt_sdpa_default_config_v2(const tt_key_v2 *key, int device, tt_config *out, char *err, size_t errlen) {
+    return tt_sdpa_default_config_at(key, device, 0, 0, out, err, errlen);
+}
+
+int tt_sdpa_default_config_at(const tt_key_v2 *key, int device, int64_t batch, int64_t heads_q,
+                              tt_config *out, char *err, size_t errlen) {
     if (!key || !out) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
     if (key->group < 0 || key->group > TT_GROUP_MAX)
         return tt__fail(TT_ERR_RANGE, err, errlen, "group %d out of range 0..%d", (int)key->group,
@@ -611,8 +636,11 @@ int tt_sdpa_default_config_v2(const tt_key_v2 *key, int device, tt_config *out, 
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)key->head_dim);
     if (!tt__dtype_name(key->dtype))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported dtype %d", (int)key->dtype);
+    if (batch < 0 || heads_q < 0)
+        return tt__fail(TT_ERR_INVAL, err, errlen, "batch %lld and heads_q %lld must be >= 0 (0: unknown)",
+                        (long long)batch, (long long)heads_q);
     tt__device_limits lim;
     int rc = limits_of(device, &lim, err, errlen);
     if (rc < 0) return rc;
-    return tt__sdpa_device_default(key, &lim, out, err, errlen);
+    return tt__sdpa_device_default_at(key, &lim, batch, heads_q, out, err, errlen);
 }

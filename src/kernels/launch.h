@@ -138,6 +138,11 @@ int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_co
  * for either) the first schedule of the space that fits. */
 int tt__sdpa_device_default(const tt_key_v2 *key, const tt__device_limits *lim, tt_config *out, char *err,
                             size_t errlen);
+/* The same for a call of `batch` x `heads_q` (0: unknown, the key's
+ * default): a chunk whose dense tiles fill the GPU runs the arch's dense
+ * chunk default rather than splitkv (tt__config_default_chunk_dense). */
+int tt__sdpa_device_default_at(const tt_key_v2 *key, const tt__device_limits *lim, int64_t batch,
+                               int64_t heads_q, tt_config *out, char *err, size_t errlen);
 /* The tuning key of a call (its GQA group included). */
 void tt__sdpa_key_of(const tt_sdpa_args *a, tt_key_v2 *key);
 

@@ -244,9 +244,13 @@ TEST(every_inference_grid_default_is_in_its_space) {
     ASSERT(nk > 400 && nk < 1024);
     int missing = 0;
     char err[256];
-    for (size_t i = 0; i < nk; i++) {
+    /* the key's own default, and a call that fills the GPU (a chunk's
+     * dense default) */
+    for (size_t x = 0; x < 2 * nk; x++) {
         tt_config def;
-        ASSERT_OK(tt__sdpa_device_default(&keys[i], &d, &def, err, sizeof err));
+        const size_t i = x % nk;
+        const int64_t batch = x < nk ? 0 : 8;
+        ASSERT_OK(tt__sdpa_device_default_at(&keys[i], &d, batch, 32, &def, err, sizeof err));
         tt_key k1;
         tt__key_to_v1(&keys[i], &k1);
         tt__space_entry *e = NULL;
@@ -264,11 +268,55 @@ TEST(every_inference_grid_default_is_in_its_space) {
             char text[TT_CONFIG_TEXT_MAX];
             tt_config_format(&def, text, sizeof text);
             if (missing++ < 8)
-                printf("not in the space: d%d Lq %lld Lk %lld group %d: %s\n", (int)keys[i].head_dim,
-                       (long long)keys[i].seqlen_q, (long long)keys[i].seqlen_k, (int)keys[i].group, text);
+                printf("not in the space: d%d Lq %lld Lk %lld group %d batch %lld: %s\n",
+                       (int)keys[i].head_dim, (long long)keys[i].seqlen_q, (long long)keys[i].seqlen_k,
+                       (int)keys[i].group, (long long)batch, text);
         }
     }
     ASSERT_EQ(missing, 0);
+}
+
+static tt_config default_at(int arch, int32_t d, int64_t lq, int64_t lk, int32_t group, int64_t batch,
+                            int64_t heads_q) {
+    tt__device_limits lim;
+    tt_key_v2 k;
+    tt_config c;
+    memset(&k, 0, sizeof k);
+    memset(&c, 0, sizeof c);
+    k.head_dim = d;
+    k.dtype = TT_DTYPE_BF16;
+    k.causal = TT_CAUSAL_BOTTOM_RIGHT;
+    k.seqlen_q = lq;
+    k.seqlen_k = lk;
+    k.group = group;
+    if (tt__device_limits_nominal(arch, &lim) < 0 ||
+        tt__sdpa_device_default_at(&k, &lim, batch, heads_q, &c, NULL, 0) < 0)
+        c.family = -1;
+    return c;
+}
+
+/* A chunk's default follows the call's batch: splitkv while one query
+ * head's 64-row blocks leave SMs idle, the dense chunk rows once they fill
+ * the GPU (132 SMs); decode and other archs keep splitkv. */
+TEST(chunk_default_follows_the_batch) {
+    tt_config c = default_at(90, 128, 64, 4096, 4, 1, 32); /* 32 CTAs */
+    ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+    c = default_at(90, 128, 64, 4096, 4, 4, 32); /* 128 */
+    ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+    c = default_at(90, 128, 64, 4096, 4, 8, 32); /* 256 */
+    ASSERT_EQ(c.family, TT_FAMILY_WGMMA);
+    ASSERT(c.block_m == 64 && c.block_n == 64);
+    c = default_at(90, 64, 64, 4096, 8, 8, 32);
+    ASSERT_EQ(c.family, TT_FAMILY_WGMMA);
+    ASSERT(c.block_m == 64 && c.block_n == 128);
+    c = default_at(90, 128, 64, 4096, 4, 0, 0); /* unknown: the key's default */
+    ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+    c = default_at(90, 128, 512, 32768, 1, 1, 32); /* 8 blocks x 32 heads */
+    ASSERT_EQ(c.family, TT_FAMILY_WS);
+    c = default_at(90, 128, 1, 32768, 4, 64, 32); /* decode */
+    ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+    c = default_at(80, 128, 64, 4096, 4, 8, 32);
+    ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
 }
 
 TEST(space_is_legal_and_sized) {
