@@ -276,13 +276,7 @@ def default_config(head_dim, dtype, causal=False, seqlen_q=1024, seqlen_k=None, 
     if batch is not None or heads is not None:
         if device is None or batch is None or heads is None:
             raise ValueError("batch and heads go together, with a device")
-        cfg = _Config()
-        err = ctypes.create_string_buffer(1024)
-        rc = _load().tt_sdpa_default_config_at(ctypes.byref(key), _device_index(device), int(batch), int(heads),
-                                               ctypes.byref(cfg), err, len(err))
-        if rc < 0:
-            _raise(rc, err, "default_config")
-        return format_config(cfg)
+        return format_config(_device_default(key, _device_index(device), batch, heads))
     if device is None:
         cfg = _Config()
         rc = _load().tt_config_default_v2(ctypes.byref(key), ctypes.byref(cfg))
@@ -292,11 +286,16 @@ def default_config(head_dim, dtype, causal=False, seqlen_q=1024, seqlen_k=None, 
     return format_config(_device_default(key, _device_index(device)))
 
 
-def _device_default(key, device):
+def _device_default(key, device, batch=0, heads=0):
+    """The device's default for the key, for a call of batch x heads query
+    heads (0: the key's own)."""
     cfg = _Config()
     err = ctypes.create_string_buffer(1024)
-    fn = _load().tt_sdpa_default_config_v2 if isinstance(key, _KeyV2) else _load().tt_sdpa_default_config
-    rc = fn(ctypes.byref(key), device, ctypes.byref(cfg), err, len(err))
+    if isinstance(key, _KeyV2):
+        rc = _load().tt_sdpa_default_config_at(ctypes.byref(key), device, int(batch), int(heads),
+                                               ctypes.byref(cfg), err, len(err))
+    else:
+        rc = _load().tt_sdpa_default_config(ctypes.byref(key), device, ctypes.byref(cfg), err, len(err))
     if rc < 0:
         _raise(rc, err, "default_config")
     return cfg

@@ -137,11 +137,11 @@ class _Plan:
 
 
 class _Choice:
-    __slots__ = ("cfg", "ptr", "why", "expires", "logged", "tuned")
+    __slots__ = ("cfg", "ptr", "why", "expires", "logged", "tuned", "size")
 
 
 _plans = {}
-_choices = {}  # (lookup key fields, device) -> _Choice
+_choices = {}  # (lookup key fields, device, chunk call size or None) -> _Choice
 _logged = set()
 _stats = Counter()
 _tls = threading.local()
@@ -166,12 +166,22 @@ def _key_text(lkey, dev):
             f" on cuda:{dev}")
 
 
-def _choose(lkey, dev):
+def _size_of(lkey, size):
+    """The call size (batch, query heads) a key's default depends on: a
+    chunk's (seqlen_q > 16, seqlen_k >= 4 seqlen_q) runs a dense family once
+    its tiles fill the GPU; None for the other regimes."""
+    lq, lk = lkey[3], lkey[4]
+    return size if lq > 16 and lk >= 4 * lq else None
+
+
+def _choose(lkey, dev, size=None):
     """The config for a key on a device: the daemon's tuned one (exact or
-    nearest), else the device's built-in default, with the reason. As
-    tt_sdpa_fwd chooses with no config given, but done once per key here
-    (again after _REASK_S when the answer was not exact)."""
-    ch = _choices.get((lkey, dev))
+    nearest), else the device's built-in default for a call of `size`
+    (batch, query heads), with the reason. As tt_sdpa_fwd chooses with no
+    config given, but done once per key (and chunk call size) here (again
+    after _REASK_S when the answer was not exact)."""
+    size = _size_of(lkey, size)
+    ch = _choices.get((lkey, dev, size))
     if ch is not None and ch.expires == 0:
         return ch
     now = time.monotonic()
@@ -197,14 +207,14 @@ def _choose(lkey, dev):
                 if ans.match == "exact":
                     expires = 0
     if cfg is None:
-        cfg = _lib._device_default(key, dev)
+        cfg = _lib._device_default(key, dev, *(size or (0, 0)))
         why += " (this device's built-in default)"
     if ch is None:
         ch = _Choice()
         ch.logged = None
-    ch.cfg, ch.why, ch.expires, ch.tuned = cfg, why, expires, tuned
+    ch.cfg, ch.why, ch.expires, ch.tuned, ch.size = cfg, why, expires, tuned, size
     ch.ptr = ctypes.pointer(cfg)
-    _choices[(lkey, dev)] = ch
+    _choices[(lkey, dev, size)] = ch
     _stats["lookups"] += 1
     _note(ch, lkey, dev)
     return ch
@@ -224,7 +234,7 @@ def _refused(ch, lkey, dev, msg):
     model or an older schedule): the device's default from now on."""
     dtype, hdim, causal, lq, lk, group = lkey
     key = _lib._key(hdim, "fp16" if dtype == TT_DTYPE_FP16 else "bf16", causal, lq, lk, group=group)
-    ch.cfg = _lib._device_default(key, dev)
+    ch.cfg = _lib._device_default(key, dev, *(ch.size or (0, 0)))
     ch.ptr = ctypes.pointer(ch.cfg)
     ch.why = f"default: the tuned config was refused on this device ({msg})"
     ch.expires = 0
@@ -272,7 +282,7 @@ def _make_plan(q, k, v, is_causal, scale, config):
             getattr(a, field)[:] = _strides3(t)
     p.template = bytes(a)
     # the key's config (shared by the plans of one key; refreshed in place)
-    p.choice = None if p.explicit or p.empty else _choose(p.key, p.dev)
+    p.choice = None if p.explicit or p.empty else _choose(p.key, p.dev, (B, Hq))
     return p
 
 
@@ -329,7 +339,7 @@ def _run(q, k, v, is_causal=False, scale=None, enable_gqa=False, config=None,
         return (o, lse) if return_lse else o
     ch = p.choice
     if ch is not None and ch.expires and time.monotonic() >= ch.expires:
-        _choose(p.key, p.dev)  # asks again; updates ch
+        _choose(p.key, p.dev, ch.size)  # asks again; updates ch
     lse = torch.empty(p.lse_shape, dtype=torch.float32, device=q.device) if return_lse else None
     qp, kp, vp = q.data_ptr(), k.data_ptr(), v.data_ptr()
     if p.fast and out is None and not (qp | kp | vp) & 15:
