@@ -293,3 +293,14 @@ int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int32_t head_d
     if (arch == 90) return splitkv_row(ROWS_OF(splitkv_sm90), packed_rows, head_dim, out);
     return splitkv_row(ROWS_OF(splitkv_portable), packed_rows, head_dim, out);
 }
+
+int tt__config_splitkv_row_classes(int32_t arch, int32_t head_dim, int32_t *rows, int cap) {
+    const struct splitkv_row *t = arch == 90 ? splitkv_sm90 : splitkv_portable;
+    const size_t n = arch == 90 ? sizeof splitkv_sm90 / sizeof splitkv_sm90[0]
+                                : sizeof splitkv_portable / sizeof splitkv_portable[0];
+    int k = 0;
+    /* the tables list a head dim's rows ascending (splitkv_row takes the first that holds) */
+    for (size_t i = 0; i < n && k < cap; i++)
+        if (t[i].head_dim == head_dim && (k == 0 || t[i].rows > rows[k - 1])) rows[k++] = t[i].rows;
+    return k;
+}
