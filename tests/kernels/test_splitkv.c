@@ -156,6 +156,70 @@ TEST(varlen_split_tiles_follow_the_batch_keys) {
     ASSERT(splits <= TT_SPLITKV_MAX_SPLITS);
 }
 
+/* A mixed varlen batch's launches: the default table's row classes from
+ * the smallest up to the longest sequence's, which reaches it. */
+TEST(varlen_row_classes_follow_the_default_table) {
+    int32_t b[TT_SPLITKV_CLASSES_MAX];
+    const int32_t want_b[4] = {16, 32, 64, 128};
+    const int arch[2] = {90, 86};
+    for (int a = 0; a < 2; a++) {
+        ASSERT_EQ(tt__config_splitkv_row_classes(arch[a], 128, b, TT_SPLITKV_CLASSES_MAX), 4);
+        for (int i = 0; i < 4; i++) ASSERT_EQ(b[i], want_b[i]);
+    }
+    ASSERT_EQ(tt__config_splitkv_row_classes(90, 96, b, TT_SPLITKV_CLASSES_MAX), 0);
+    ASSERT_EQ(tt__config_splitkv_row_classes(90, 128, b, 2), 2);
+
+    tt__splitkv_class c[TT_SPLITKV_CLASSES_MAX];
+    /* the inference bench's batch: Lq 1..512 at group 4 */
+    ASSERT_EQ(tt__splitkv_classes(2048, 4, 90, 128, c), 4);
+    const int64_t want[4][3] = {{0, 16, 4}, {16, 32, 8}, {32, 64, 16}, {64, 2048, 512}};
+    for (int i = 0; i < 4; i++) {
+        ASSERT_EQ(c[i].rows_lo, want[i][0]);
+        ASSERT_EQ(c[i].rows_hi, want[i][1]);
+        ASSERT_EQ(c[i].seqlen_q, want[i][2]);
+    }
+    /* the longest in the smallest class: one launch, today's (0, rows_max] */
+    ASSERT_EQ(tt__splitkv_classes(4, 4, 90, 128, c), 1);
+    ASSERT(c[0].rows_lo == 0 && c[0].rows_hi == 4 && c[0].seqlen_q == 1);
+    ASSERT_EQ(tt__splitkv_classes(16, 1, 86, 64, c), 1);
+    ASSERT(c[0].rows_lo == 0 && c[0].rows_hi == 16 && c[0].seqlen_q == 16);
+    /* the last class stops at the longest: 48 rows, the 64-row tile's class */
+    ASSERT_EQ(tt__splitkv_classes(48, 1, 90, 128, c), 3);
+    ASSERT(c[2].rows_lo == 32 && c[2].rows_hi == 48 && c[2].seqlen_q == 48);
+    /* group 32: no sequence has 1..16 rows, so no launch for them */
+    ASSERT_EQ(tt__splitkv_classes(64, 32, 90, 128, c), 2);
+    ASSERT(c[0].rows_lo == 16 && c[0].rows_hi == 32 && c[0].seqlen_q == 1);
+    ASSERT(c[1].rows_lo == 32 && c[1].rows_hi == 64 && c[1].seqlen_q == 2);
+    /* a head dim the table has no row for: one launch */
+    ASSERT_EQ(tt__splitkv_classes(2048, 4, 90, 96, c), 1);
+    ASSERT(c[0].rows_lo == 0 && c[0].rows_hi == 2048 && c[0].seqlen_q == 512);
+
+    /* Every sequence of every batch is in exactly one class, every class
+     * can hold one, and its default's tile is the table's for its rows. */
+    for (int64_t g = 1; g <= 32; g++)
+        for (int64_t lqmax = 1; lqmax <= 300; lqmax += lqmax < 40 ? 1 : 37) {
+            const int64_t rmax = lqmax * g;
+            const int n = tt__splitkv_classes(rmax, g, 90, 128, c);
+            if (n < 1 || n > 4) TT_FAIL_AT("g %lld lq %lld: %d classes", (long long)g, (long long)lqmax, n);
+            ASSERT_EQ(c[n - 1].rows_hi, rmax);
+            ASSERT_EQ(c[n - 1].seqlen_q, lqmax);
+            for (int i = 0; i < n; i++) {
+                ASSERT(c[i].rows_hi / g * g > c[i].rows_lo);
+                ASSERT(c[i].seqlen_q >= 1 && c[i].seqlen_q <= lqmax);
+                tt_config d;
+                ASSERT_OK(tt__splitkv_default(c[i].rows_hi, 4096, 128, NULL, &d));
+                if (i < n - 1 || rmax <= 128) ASSERT(d.block_m >= c[i].rows_hi || d.block_m == 128);
+            }
+            for (int64_t lq = 1; lq <= lqmax; lq++) {
+                int in = 0;
+                for (int i = 0; i < n; i++) in += lq * g > c[i].rows_lo && lq * g <= c[i].rows_hi;
+                if (in != 1)
+                    TT_FAIL_AT("g %lld lqmax %lld: Lq %lld in %d classes", (long long)g, (long long)lqmax,
+                               (long long)lq, in);
+            }
+        }
+}
+
 /* The splitkv part of a key's space: rows = seqlen_q (one query head a
  * KV head, as the tuner measures). */
 static tt__space_entry *splitkv_space(int64_t rows, int arch, size_t *n) {
