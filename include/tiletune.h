@@ -301,9 +301,10 @@ TT_EXPORT int tt_sdpa_default_config_v2(const tt_key_v2 *key, int device, tt_con
  * The config tt_sdpa_fwd runs with nothing tuned for a call of `batch`
  * sequences and `heads_q` query heads (either 0: unknown, as _v2): the key
  * has no batch, but a chunk's best family does. On sm_90 a chunk (17 or
- * more query tokens, seqlen_k >= 4 seqlen_q) runs splitkv while its dense
- * tiles (64 rows of one query head) are fewer than the SMs, and the dense
- * chunk default (wgmma, or ws past 64 tokens) once they fill the GPU.
+ * more query tokens, seqlen_k >= 4 seqlen_q), or a group-1 decode over at
+ * most 1024 keys, runs splitkv while its dense tiles (64 rows of one query
+ * head) are fewer than the SMs, and a dense default (wgmma, or ws past 64
+ * tokens) once they fill the GPU.
  */
 TT_EXPORT int tt_sdpa_default_config_at(const tt_key_v2 *key, int device, int64_t batch, int64_t heads_q,
                                         tt_config *out, char *err, size_t errlen);

@@ -141,7 +141,7 @@ class _Choice:
 
 
 _plans = {}
-_choices = {}  # (lookup key fields, device, chunk call size or None) -> _Choice
+_choices = {}  # (lookup key fields, device, call size or None) -> _Choice
 _logged = set()
 _stats = Counter()
 _tls = threading.local()
@@ -167,18 +167,19 @@ def _key_text(lkey, dev):
 
 
 def _size_of(lkey, size):
-    """The call size (batch, query heads) a key's default depends on: a
-    chunk's (seqlen_q > 16, seqlen_k >= 4 seqlen_q) runs a dense family once
-    its tiles fill the GPU; None for the other regimes."""
+    """The call size (batch, query heads) a key's default may depend on:
+    decode and chunk keys (seqlen_q <= 16 or seqlen_k >= 4 seqlen_q) run a
+    dense family once its tiles fill the GPU (tt_sdpa_default_config_at);
+    None for prefill keys."""
     lq, lk = lkey[3], lkey[4]
-    return size if lq > 16 and lk >= 4 * lq else None
+    return size if lq <= 16 or lk >= 4 * lq else None
 
 
 def _choose(lkey, dev, size=None):
     """The config for a key on a device: the daemon's tuned one (exact or
     nearest), else the device's built-in default for a call of `size`
     (batch, query heads), with the reason. As tt_sdpa_fwd chooses with no
-    config given, but done once per key (and chunk call size) here (again
+    config given, but done once per key (and call size) here (again
     after _REASK_S when the answer was not exact)."""
     size = _size_of(lkey, size)
     ch = _choices.get((lkey, dev, size))

@@ -97,7 +97,8 @@ static const struct short_row {
  * 64 rows 64-key tiles, 2 stages (3%); 128 rows 8 warps. At head dim 64
  * the 16-row tile takes 128 keys (half the bytes of a d128 row: the
  * inference grid's d64 decode winners, the 64-key tile up to 1.19x
- * slower). Q sits in
+ * slower), and the 128-row one 4 warps (one key warp: 1.15-1.22x faster
+ * there than 8). Q sits in
  * registers wherever it fits without a spill on sm_90 (head dims 32 and
  * 64 past 16 rows too: the space holds only that choice there, so a
  * default without it was a config the tuner never timed).
@@ -141,24 +142,31 @@ static const struct splitkv_row splitkv_sm90[] = {
     {64, 128, 64, 64, 4, 2, 0, 0},
     {64, 256, 64, 32, 4, 2, 0, 0},
     {128, 32, 128, 64, 8, 2, 1, 0},
-    {128, 64, 128, 64, 8, 2, 1, 0},
+    {128, 64, 128, 64, 4, 2, 1, 0},
     {128, 128, 128, 64, 8, 2, 0, 0},
     {128, 256, 128, 32, 8, 2, 0, 0},
 };
-/* sm_90 chunks whose dense tiles fill the GPU (tt__sdpa_device_default_at:
- * batch x query heads x 64-row blocks >= the SM count): up to seqlen_max
- * query tokens these rows, longer ones the prefill rows above. On the
- * H200's inference grid (docs/perf.md) splitkv's 128-row mma.sync tile ran
- * such chunks 1.5-2.5x slower than the dense winners: wgmma 64x64 (d128)
- * and 64x128 (d64) at 64 tokens, ws 128x128 at 512; with fewer CTAs than
- * SMs (batch 1, 64 tokens) splitkv's split keys won. */
+/* sm_90 chunks, and one-token-a-row decode over few keys, whose dense tiles
+ * fill the GPU (tt__sdpa_device_default_at: batch x query heads x 64-row
+ * blocks >= the SM count): up to seqlen_max query tokens these rows, else
+ * the prefill rows above. On the H200's inference grid (docs/perf.md)
+ * splitkv's 128-row mma.sync tile ran such chunks 1.5-2.5x slower than the
+ * dense winners: wgmma 64x64 (d128) and 64x128 (d64) at 64 tokens, ws
+ * 128x128 (d128) and 128x176 persistent (d64; the prefill row 192x128 was
+ * 1.43x slower) at 512; with fewer CTAs than SMs (batch 1, 64 tokens)
+ * splitkv's split keys won. Decode of group 1 over 1024 keys: wgmma
+ * 1.15-1.20x faster (nothing to split, no group to pack). */
 static const struct short_row chunk_dense_sm90[] = {
     /* seqlen_max, family, {d, c, bm, bn, w, st, layout, q_in_regs} */
     {64, TT_FAMILY_WGMMA, {64, 0, 64, 128, 4, 2, 1, 0}},
     {64, TT_FAMILY_WGMMA, {64, 1, 64, 128, 4, 2, 1, 0}},
     {64, TT_FAMILY_WGMMA, {128, 0, 64, 64, 4, 2, 1, 0}},
     {64, TT_FAMILY_WGMMA, {128, 1, 64, 64, 4, 2, 1, 0}},
+    {TT_SEQLEN_MAX, TT_FAMILY_WS, {64, 0, 128, 176, 12, 2, 0, 1}},
+    {TT_SEQLEN_MAX, TT_FAMILY_WS, {64, 1, 128, 176, 12, 2, 0, 1}},
 };
+/* the most keys a group-1 decode key may have to run the rows above */
+#define DECODE_DENSE_SEQLEN_K_MAX 1024
 
 /* clang-format on */
 
@@ -314,14 +322,18 @@ int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int32_t head_d
     return splitkv_row(ROWS_OF(splitkv_portable), packed_rows, head_dim, out);
 }
 
-int tt__config_default_chunk_dense(const tt_key_v2 *key, int32_t arch, tt_config *out) {
+int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, tt_config *out) {
     if (!key || !out) return TT_ERR_INVAL;
-    if (arch != 90 || tt__key_regime(key) != TT_REGIME_CHUNK) return TT_ERR_UNSUPPORTED;
+    const tt__regime rg = tt__key_regime(key);
+    const int decode_dense =
+        rg == TT_REGIME_DECODE && key->group <= 1 && key->seqlen_k <= DECODE_DENSE_SEQLEN_K_MAX;
+    if (arch != 90 || (rg != TT_REGIME_CHUNK && !decode_dense)) return TT_ERR_UNSUPPORTED;
     for (size_t i = 0; i < sizeof chunk_dense_sm90 / sizeof chunk_dense_sm90[0]; i++) {
         const struct short_row *r = &chunk_dense_sm90[i];
         if (key->seqlen_q <= r->seqlen_max && dense_row(&r->row, 1, r->family, key, out) == 0) return 0;
     }
-    /* a chunk has seqlen_k >= 4 seqlen_q: ws's bottom-right mask takes it */
+    /* a chunk has seqlen_k >= 4 seqlen_q (and a decode key is in a row
+     * above): ws's bottom-right mask takes it */
     const regime_table *t = &sm90[TT_REGIME_PREFILL];
     return dense_row(t->rows, t->n, t->family, key, out);
 }

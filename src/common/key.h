@@ -62,11 +62,11 @@ int tt__config_default_sm90(const tt_key_v2 *key, tt_config *out);
  * map): that arch's other dense rows (sm_90: ws, wgmma), else the portable
  * row; 0 or TT_ERR_UNSUPPORTED. */
 int tt__config_default_other(const tt_key_v2 *key, int32_t arch, int32_t not_family, tt_config *out);
-/* sm_`arch`'s dense default for a chunk key whose dense tiles fill the
- * GPU (the caller knows the batch; the key does not): 0, or
- * TT_ERR_UNSUPPORTED where the arch has none (splitkv stays) or the key is
- * not a chunk. */
-int tt__config_default_chunk_dense(const tt_key_v2 *key, int32_t arch, tt_config *out);
+/* sm_`arch`'s dense default for a key whose call fills the GPU with dense
+ * tiles (the caller knows the batch; the key does not): chunks, and group-1
+ * decode over few keys. 0, or TT_ERR_UNSUPPORTED where the arch has none or
+ * the key is neither (splitkv stays). */
+int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, tt_config *out);
 /* The splitkv default of `arch` (90: sm_90's rows, else the portable
  * ones) for `packed_rows` (seqlen_q x GQA group) at head_dim. */
 int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int32_t head_dim, tt_config *out);

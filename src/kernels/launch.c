@@ -516,7 +516,7 @@ int tt__sdpa_device_default_at(const tt_key_v2 *key, const tt__device_limits *li
         (double)batch * (double)heads_q * (double)((key->seqlen_q + 63) / 64); /* no overflow */
     if (ctas >= lim->sm_count) {
         tt_config d;
-        if (tt__config_default_chunk_dense(key, lim->arch, &d) == 0 &&
+        if (tt__config_default_dense_filled(key, lim->arch, &d) == 0 &&
             tt__variant_check(&d, key->head_dim, lim, NULL, 0) == 0)
             *out = d;
     }

@@ -139,8 +139,9 @@ int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_co
 int tt__sdpa_device_default(const tt_key_v2 *key, const tt__device_limits *lim, tt_config *out, char *err,
                             size_t errlen);
 /* The same for a call of `batch` x `heads_q` (0: unknown, the key's
- * default): a chunk whose dense tiles fill the GPU runs the arch's dense
- * chunk default rather than splitkv (tt__config_default_chunk_dense). */
+ * default): a chunk (or a group-1 decode over few keys) whose dense tiles
+ * fill the GPU runs the arch's dense default rather than splitkv
+ * (tt__config_default_dense_filled). */
 int tt__sdpa_device_default_at(const tt_key_v2 *key, const tt__device_limits *lim, int64_t batch,
                                int64_t heads_q, tt_config *out, char *err, size_t errlen);
 /* The tuning key of a call (its GQA group included). */

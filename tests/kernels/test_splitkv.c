@@ -377,7 +377,16 @@ TEST(chunk_default_follows_the_batch) {
     ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
     c = default_at(90, 128, 512, 32768, 1, 1, 32); /* 8 blocks x 32 heads */
     ASSERT_EQ(c.family, TT_FAMILY_WS);
+    c = default_at(90, 64, 512, 16384, 1, 2, 32); /* d64: the persistent 128x176 */
+    ASSERT(c.family == TT_FAMILY_WS && c.block_m == 128 && c.block_n == 176);
     c = default_at(90, 128, 1, 32768, 4, 64, 32); /* decode */
+    ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+    /* one token a row over 1024 keys: nothing to split, no group to pack */
+    c = default_at(90, 128, 4, 1024, 1, 8, 32);
+    ASSERT_EQ(c.family, TT_FAMILY_WGMMA);
+    c = default_at(90, 128, 4, 4096, 1, 8, 32);
+    ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+    c = default_at(90, 128, 4, 1024, 4, 8, 32);
     ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
     c = default_at(80, 128, 64, 4096, 4, 8, 32);
     ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
