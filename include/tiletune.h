@@ -369,10 +369,7 @@ TT_EXPORT int tt_sdpa_fwd_kvcache_workspace(const tt_sdpa_kvcache_args *a, size_
 /* flash_attn_varlen_func: q [total_q, heads_q, head_dim], k/v [total_k,
  * heads_kv, head_dim]; sequence b is rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]
  * of q (device int32 [batch + 1], nondecreasing, from 0), likewise for k/v.
- * Strides (head, row). A sequence may be empty. With no config, a batch of
- * mixed lengths runs one launch per packed-row class (seqlen x
- * heads_q / heads_kv: up to 16, 32, 64, more), each with the config of its
- * longest, in stream order on one workspace (docs/kernels.md). */
+ * Strides (head, row). A sequence may be empty. */
 typedef struct tt_sdpa_varlen_args {
     const void *q, *k, *v;
     void *o;    /* the shape of q */

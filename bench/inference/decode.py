@@ -15,7 +15,7 @@ Also: paged KV (pages 16, 64, 256, shuffled) against the same shape
 contiguous; a varlen batch against the sum of its dense runs; the split
 target tuned at batch 1 run at batch 64 and the other way round.
 
-    python3 bench/inference/decode.py --out DIR [--quick] [--varlen-only]
+    python3 bench/inference/decode.py --out DIR [--quick]
 
 Writes DIR/inference.csv, DIR/inference.md and DIR/configs.txt.
 """
@@ -238,42 +238,12 @@ def host_time():
     return res[0] - b, res[1] - b, b
 
 
-def varlen_vs_dense():
-    """A mixed batch (decode tokens, speculative, prefill chunks) through
-    flash_attn_varlen_func against the sum of its sequences' dense runs."""
-    lq = [1, 1, 1, 1, 8, 16, 128, 512]
-    lk = [4096, 16384, 32768, 1024, 8192, 32768, 8192, 8192]
-    cu_q = torch.tensor([0] + list(itertools.accumulate(lq)), dtype=torch.int32, device=DEV)
-    cu_k = torch.tensor([0] + list(itertools.accumulate(lk)), dtype=torch.int32, device=DEV)
-    n = copies_for(2 * sum(lk) * HKV * D * 2)
-    vsets = [(torch.randn(sum(lq), HQ, D, device=DEV, dtype=DT), torch.randn(sum(lk), HKV, D, device=DEV, dtype=DT),
-              torch.randn(sum(lk), HKV, D, device=DEV, dtype=DT)) for _ in range(n)]
-    tv = safe(graph_time, [(lambda s=s: tiletune.flash_attn_varlen_func(s[0], s[1], s[2], cu_q, cu_k, max(lq), max(lk),
-                                                                       causal=True)) for s in vsets])
-    dense = 0.0
-    for b in range(len(lq)):
-        fns = []
-        for s in vsets:
-            qs, ks = int(cu_q[b]), int(cu_k[b])
-            qd = s[0][qs:qs + lq[b]].unsqueeze(0)
-            kd = s[1][ks:ks + lk[b]].unsqueeze(0)
-            vd = s[2][ks:ks + lk[b]].unsqueeze(0)
-            fns.append(lambda qd=qd, kd=kd, vd=vd: tiletune.flash_attn_with_kvcache(qd, kd, vd, causal=True))
-        dense += safe(graph_time, fns)
-    print(f"varlen {len(lq)} seqs: {tv:.4f} ms vs sum of dense {dense:.4f} ({tv / dense:.3f}x)", flush=True)
-    return [("varlen", len(lq), sum(lk), 0, tv), ("varlen_dense_sum", len(lq), sum(lk), 0, dense)]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--budget", type=float, default=300.0, help="seconds; the sweep shrinks to fit")
-    ap.add_argument("--varlen-only", action="store_true", help="only the varlen batch against its dense runs")
     args = ap.parse_args()
-    if args.varlen_only:
-        varlen_vs_dense()
-        return
     os.makedirs(args.out, exist_ok=True)
     t_start = time.time()
     allcfg = sorted({c for (_, _, Lq, _) in SHAPES for c in sweep(Lq * HQ // HKV)})
@@ -348,7 +318,29 @@ def main():
         del base
         torch.cuda.empty_cache()
 
-    extra += varlen_vs_dense()
+    # varlen: mixed decode + prefill chunks vs the sum of dense runs
+    lq = [1, 1, 1, 1, 8, 16, 128, 512]
+    lk = [4096, 16384, 32768, 1024, 8192, 32768, 8192, 8192]
+    cu_q = torch.tensor([0] + list(itertools.accumulate(lq)), dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor([0] + list(itertools.accumulate(lk)), dtype=torch.int32, device=DEV)
+    n = copies_for(2 * sum(lk) * HKV * D * 2)
+    vsets = [(torch.randn(sum(lq), HQ, D, device=DEV, dtype=DT), torch.randn(sum(lk), HKV, D, device=DEV, dtype=DT),
+              torch.randn(sum(lk), HKV, D, device=DEV, dtype=DT)) for _ in range(n)]
+    tv = safe(graph_time, [(lambda s=s: tiletune.flash_attn_varlen_func(s[0], s[1], s[2], cu_q, cu_k, max(lq), max(lk),
+                                                                       causal=True)) for s in vsets])
+    dense = 0.0
+    for b in range(len(lq)):
+        fns = []
+        for s in vsets:
+            qs, ks = int(cu_q[b]), int(cu_k[b])
+            qd = s[0][qs:qs + lq[b]].unsqueeze(0)
+            kd = s[1][ks:ks + lk[b]].unsqueeze(0)
+            vd = s[2][ks:ks + lk[b]].unsqueeze(0)
+            fns.append(lambda qd=qd, kd=kd, vd=vd: tiletune.flash_attn_with_kvcache(qd, kd, vd, causal=True))
+        dense += safe(graph_time, fns)
+    print(f"varlen {len(lq)} seqs: {tv:.4f} ms vs sum of dense {dense:.4f} ({tv / dense:.3f}x)", flush=True)
+    extra.append(("varlen", len(lq), sum(lk), 0, tv))
+    extra.append(("varlen_dense_sum", len(lq), sum(lk), 0, dense))
 
     # the split target tuned at batch 1 vs at batch 64 (Lq 1, Lk 8192)
     cross = []

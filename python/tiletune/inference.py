@@ -214,10 +214,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     cu_seqlens_k int32 [batch + 1] (sequence b is rows cu[b] .. cu[b+1]);
     max_seqlen_q / max_seqlen_k bound every sequence. Sequences may be
     empty. causal is bottom-right per sequence (causal_align="top_left":
-    PyTorch's). return_attn_probs: (out, softmax_lse [heads_q, total_q], None).
-    With config None a batch of mixed lengths runs one kernel launch per
-    packed-row class (decode tokens in the small decode tile, a prefill
-    chunk in a large one); a config given runs the whole batch in one."""
+    PyTorch's). return_attn_probs: (out, softmax_lse [heads_q, total_q], None)."""
     import torch
     _refuse("dropout_p", dropout_p, 0.0)
     _refuse("softcap", softcap, 0.0)

@@ -62,11 +62,10 @@ int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {
 
 /* ---- inference: KV caches and variable-length batches (family splitkv) ---- */
 
-/* The caller's config, else a tuned splitkv record for the key of row
- * class `c` (its seqlen_q), else the built-in default for the class's
- * largest packed rows. */
-static int choose_splitkv(const tt__splitkv_target *t, const tt_config *given, const tt__splitkv_class *c,
-                          tt_config *out, char *err, size_t errlen) {
+/* The caller's config, else a tuned splitkv record for the key, else the
+ * built-in default for the call's packed rows. */
+static int choose_splitkv(const tt__splitkv_target *t, const tt_config *given, tt_config *out, char *err,
+                          size_t errlen) {
     if (given) {
         *out = *given;
         return 0;
@@ -74,39 +73,21 @@ static int choose_splitkv(const tt__splitkv_target *t, const tt_config *given, c
     /* tuned per GQA group: the kernel packs a group's rows */
     tt_key_v2 k2;
     tt__key_from_v1(&t->key, &k2);
-    k2.seqlen_q = c->seqlen_q;
     k2.group = t->params.group >= 1 && t->params.group <= TT_GROUP_MAX ? t->params.group : 1;
     if (tt_kernel_revision(k2.rev) == 0 && tuned_config(&k2, &t->limits, TT_FAMILY_SPLITKV, out)) return 0;
-    if (tt__splitkv_default(c->rows_hi, k2.seqlen_k, k2.head_dim, &t->limits, out) < 0)
+    if (tt__splitkv_default(t->rows_max, k2.seqlen_k, k2.head_dim, &t->limits, out) < 0)
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
                         "no splitkv schedule of head_dim %d fits this device", (int)k2.head_dim);
     if (t->params.block_table) tt__splitkv_default_paged(out);
     return 0;
 }
 
-/* A varlen batch the library chooses for runs one launch per row class
- * (tt__splitkv_classes): the config is chosen for a launch's longest
- * sequence, and a one-token decode sequence in the tile and split sized for
- * a long chunk next to it reads its KV cache far slower than in its own.
- * A caller's config, and a KV cache (every sequence the same length), run
- * the one class of the whole batch. */
 static int run_splitkv(const tt__splitkv_target *t, const tt_config *given, void *ws, size_t ws_len,
                        void *stream, size_t *ws_bytes, char *err, size_t errlen) {
-    tt__splitkv_class cls[TT_SPLITKV_CLASSES_MAX];
-    tt_config cfg[TT_SPLITKV_CLASSES_MAX];
-    int n = 1;
-    if (!given && t->params.cu_seqlens_q) {
-        n = tt__splitkv_classes(t->rows_max, t->params.group, t->limits.arch, t->key.head_dim, cls);
-    } else {
-        cls[0].rows_lo = 0;
-        cls[0].rows_hi = t->rows_max;
-        cls[0].seqlen_q = t->key.seqlen_q;
-    }
-    for (int i = 0; i < n; i++) {
-        int rc = choose_splitkv(t, given, &cls[i], &cfg[i], err, errlen);
-        if (rc < 0) return rc;
-    }
-    return tt__splitkv_run(t, cfg, cls, n, ws, ws_len, stream, ws_bytes, err, errlen);
+    tt_config cfg;
+    int rc = choose_splitkv(t, given, &cfg, err, errlen);
+    if (rc < 0) return rc;
+    return tt__splitkv_run(t, &cfg, ws, ws_len, stream, ws_bytes, err, errlen);
 }
 
 int tt_sdpa_fwd_kvcache(const tt_sdpa_kvcache_args *a, char *err, size_t errlen) {

@@ -337,14 +337,3 @@ int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, tt_confi
     const regime_table *t = &sm90[TT_REGIME_PREFILL];
     return dense_row(t->rows, t->n, t->family, key, out);
 }
-
-int tt__config_splitkv_row_classes(int32_t arch, int32_t head_dim, int32_t *rows, int cap) {
-    const struct splitkv_row *t = arch == 90 ? splitkv_sm90 : splitkv_portable;
-    const size_t n = arch == 90 ? sizeof splitkv_sm90 / sizeof splitkv_sm90[0]
-                                : sizeof splitkv_portable / sizeof splitkv_portable[0];
-    int k = 0;
-    /* the tables list a head dim's rows ascending (splitkv_row takes the first that holds) */
-    for (size_t i = 0; i < n && k < cap; i++)
-        if (t[i].head_dim == head_dim && (k == 0 || t[i].rows > rows[k - 1])) rows[k++] = t[i].rows;
-    return k;
-}

@@ -70,10 +70,6 @@ int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, tt_confi
 /* The splitkv default of `arch` (90: sm_90's rows, else the portable
  * ones) for `packed_rows` (seqlen_q x GQA group) at head_dim. */
 int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int32_t head_dim, tt_config *out);
-/* The row classes of that table at head_dim: its `rows` bounds, ascending
- * and distinct, at most `cap` of them written to rows[]; returns how many
- * (0: no row at this head_dim). */
-int tt__config_splitkv_row_classes(int32_t arch, int32_t head_dim, int32_t *rows, int cap);
 /*
  * The floating-point work of one attention forward, 4 * batch * heads *
  * pairs * head_dim, pairs being the (query, key) pairs computed. Causal

@@ -147,14 +147,6 @@ def test_kvcache(paged_sizes=(0, 16, 64, 256)):
                                     check(f"{name} seq{b}(len {lens[b]})", o[b], lse[b], refs[b][0], refs[b][1], dtype)
 
 
-def varlen_batch(lq, lk, Hq, Hkv, D, dtype):
-    """cu_seqlens_q, cu_seqlens_k and random packed q, k, v of a batch."""
-    cu_q = torch.tensor([0] + list(torch.tensor(lq).cumsum(0)), dtype=torch.int32, device=DEV)
-    cu_k = torch.tensor([0] + list(torch.tensor(lk).cumsum(0)), dtype=torch.int32, device=DEV)
-    return cu_q, cu_k, rnd(sum(lq), Hq, D, dtype=dtype), rnd(sum(lk), Hkv, D, dtype=dtype), \
-        rnd(sum(lk), Hkv, D, dtype=dtype)
-
-
 def test_varlen():
     torch.manual_seed(2)
     dtype = torch.bfloat16
@@ -162,7 +154,11 @@ def test_varlen():
         for (Hq, Hkv) in ((8, 2), (6, 6)):
             lq = [0, 1, 5, 33, 200, 1]
             lk = [0, 1, 100, 700, 200, 0]
-            cu_q, cu_k, q, k, v = varlen_batch(lq, lk, Hq, Hkv, D, dtype)
+            cu_q = torch.tensor([0] + list(torch.tensor(lq).cumsum(0)), dtype=torch.int32, device=DEV)
+            cu_k = torch.tensor([0] + list(torch.tensor(lk).cumsum(0)), dtype=torch.int32, device=DEV)
+            q = rnd(sum(lq), Hq, D, dtype=dtype)
+            k = rnd(sum(lk), Hkv, D, dtype=dtype)
+            v = rnd(sum(lk), Hkv, D, dtype=dtype)
             for causal in (0, 1, 2):
                 for cfg in CONFIGS:
                     name = f"varlen D{D} Hq{Hq}/{Hkv} causal{causal} cfg={cfg}"
@@ -181,119 +177,6 @@ def test_varlen():
                             continue
                         ro, rl = ref_seq(q[qs:qe], k[ks:ke], v[ks:ke], causal, 1.0 / math.sqrt(D))
                         check(f"{name} seq{b}", o[qs:qe], lse[:, qs:qe], ro, rl, dtype)
-
-
-def varlen_caller_workspace(q, k, v, cu_q, cu_k, max_q, max_k, causal, poison=True):
-    """tt_sdpa_fwd_varlen through the C API with a workspace of our own:
-    its size from tt_sdpa_fwd_varlen_workspace (the most any launch of the
-    call needs), one byte short refused, then the call on a buffer poisoned
-    with 0xff (counters included: each launch must zero its own)."""
-    import ctypes
-    from tiletune import inference as inf
-    from tiletune._lib import TT_DTYPE_BF16, TT_DTYPE_FP16
-    lib = inf._declare()
-    lib.tt_sdpa_fwd_varlen_workspace.argtypes = [ctypes.POINTER(inf._VarlenArgs), ctypes.POINTER(ctypes.c_size_t),
-                                                     ctypes.c_char_p, ctypes.c_size_t]
-    Tq, Hq, D = q.shape
-    Tk, Hkv = k.shape[0], k.shape[1]
-    o = torch.full_like(q, float("nan"))
-    lse = torch.full((Hq, Tq), float("nan"), dtype=torch.float32, device=DEV)
-    a = inf._VarlenArgs()
-    a.q, a.k, a.v, a.o, a.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
-    a.cu_seqlens_q, a.cu_seqlens_k = cu_q.data_ptr(), cu_k.data_ptr()
-    a.batch, a.heads_q, a.heads_kv = cu_q.shape[0] - 1, Hq, Hkv
-    a.total_q, a.total_k, a.head_dim, a.max_seqlen_q, a.max_seqlen_k = Tq, Tk, D, max_q, max_k
-    for field, t in (("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", o)):
-        getattr(a, field)[:] = [t.stride(1), t.stride(0)]
-    a.dtype = TT_DTYPE_BF16 if q.dtype == torch.bfloat16 else TT_DTYPE_FP16
-    a.causal = causal
-    a.stream = torch.cuda.current_stream(DEV).cuda_stream
-    err = ctypes.create_string_buffer(1024)
-    n = ctypes.c_size_t(0)
-    rc = lib.tt_sdpa_fwd_varlen_workspace(ctypes.byref(a), ctypes.byref(n), err, len(err))
-    if rc < 0:
-        raise RuntimeError(f"workspace query: {err.value.decode()}")
-    ws = torch.full((max(int(n.value), 1) + 256,), 0xff if poison else 0, dtype=torch.uint8, device=DEV)
-    base = (ws.data_ptr() + 255) // 256 * 256
-    if n.value > 0:
-        a.workspace, a.workspace_bytes = base, n.value - 1
-        if lib.tt_sdpa_fwd_varlen(ctypes.byref(a), err, len(err)) >= 0:
-            raise RuntimeError(f"a workspace one byte short of {n.value} was accepted")
-    a.workspace, a.workspace_bytes = base, n.value
-    rc = lib.tt_sdpa_fwd_varlen(ctypes.byref(a), err, len(err))
-    if rc < 0:
-        raise RuntimeError(f"varlen with a workspace of {n.value} bytes: {err.value.decode()}")
-    torch.cuda.synchronize()
-    return o, lse
-
-
-def test_varlen_classes():
-    """Mixed batches with the library's choice (no config), which run one
-    launch per packed-row class (16, 32, 64, up to the longest): decode
-    tokens, a few-token and a chunk sequence, empty sequences (no query, no
-    key, neither), a class with no sequence in it (batch B at group 4 and 8:
-    nothing in 17..64 rows), and the same batch with a workspace of the
-    caller's and under a CUDA graph."""
-    torch.manual_seed(5)
-    dtype = torch.bfloat16
-    batches = {"A": ([1, 0, 1, 1, 8, 16, 0, 40, 3, 1], [300, 50, 1000, 0, 500, 900, 0, 700, 64, 1]),
-               "B": ([1, 0, 2, 30, 1, 0], [2000, 10, 100, 600, 0, 0])}
-    for D in (128, 64):
-        for (Hq, Hkv) in ((32, 8), (16, 2), (4, 4)):
-            for bname, (lq, lk) in batches.items():
-                cu_q, cu_k, q, k, v = varlen_batch(lq, lk, Hq, Hkv, D, dtype)
-                for causal in (0, 1, 2):
-                    refs = []
-                    for b in range(len(lq)):
-                        qs, qe, ks, ke = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
-                        refs.append(ref_seq(q[qs:qe], k[ks:ke], v[ks:ke], causal, 1.0 / math.sqrt(D))
-                                    if qe > qs else None)
-                    runs = [("", lambda: tiletune.flash_attn_varlen_func(
-                        q, k, v, cu_q, cu_k, max(lq), max(lk), causal=causal > 0,
-                        causal_align="top_left" if causal == 1 else "bottom_right", return_attn_probs=True)[:2])]
-                    if D == 128 and Hq == 32:
-                        runs.append((" caller workspace", lambda: varlen_caller_workspace(
-                            q, k, v, cu_q, cu_k, max(lq), max(lk), causal)))
-                    for tag, fn in runs:
-                        name = f"varlen classes {bname} D{D} Hq{Hq}/{Hkv} causal{causal}{tag}"
-                        try:
-                            o, lse = fn()
-                        except Exception as e:  # noqa: BLE001
-                            FAILS.append(f"{name}: raised {e}")
-                            continue
-                        for b in range(len(lq)):
-                            if refs[b] is None:
-                                continue
-                            qs, qe = int(cu_q[b]), int(cu_q[b + 1])
-                            check(f"{name} seq{b}(Lq {lq[b]} Lk {lk[b]})", o[qs:qe], lse[:, qs:qe], refs[b][0],
-                                  refs[b][1], dtype)
-    # under capture, on a fresh stream (the graph's own workspace) and on
-    # one that ran the call before (the library's), replayed with new q
-    lq, lk = batches["A"]
-    cu_q, cu_k, q, k, v = varlen_batch(lq, lk, 32, 8, 128, dtype)
-    for warm in (False, True):
-        s = torch.cuda.Stream()
-        name = f"varlen classes graph ({'warm' if warm else 'fresh'} stream)"
-        try:
-            with torch.cuda.stream(s):
-                if warm:
-                    tiletune.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lq), max(lk), causal=True)
-                    torch.cuda.synchronize()
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g, stream=s):
-                    out = tiletune.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lq), max(lk), causal=True)
-        except Exception as e:  # noqa: BLE001
-            FAILS.append(f"{name}: {e}")
-            continue
-        for rep in range(2):
-            q.copy_(rnd(sum(lq), 32, 128, dtype=dtype))
-            g.replay()
-            torch.cuda.synchronize()
-            for b in range(len(lq)):
-                qs, qe, ks, ke = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
-                if qe > qs:
-                    ro, rl = ref_seq(q[qs:qe], k[ks:ke], v[ks:ke], 2, 1.0 / math.sqrt(128))
-                    check(f"{name} replay {rep} seq{b}", out[qs:qe], None, ro, rl, dtype)
 
 
 def test_dense_route():
@@ -421,30 +304,8 @@ def precompile():
                                              config=cfg)
         except Exception:  # noqa: BLE001
             pass
-    # the library's varlen choice: one launch per row class, each its own
-    # default (16, 32, 64 and 128-row tiles)
-    for D in (128, 64):
-        for causal in ("none", "top_left", "bottom_right"):
-            jobs.append((torch.bfloat16, D, "varlen", causal))
-
-    def varlen_defaults(D, causal):
-        lq = [1, 8, 16, 40]
-        cu = torch.tensor([0, 1, 9, 25, 65], dtype=torch.int32, device=DEV)
-        q = rnd(65, 4, D, dtype=torch.bfloat16)
-        k = rnd(65, 1, D, dtype=torch.bfloat16)
-        tiletune.flash_attn_varlen_func(q, k, k, cu, cu, max(lq), max(lq), causal=causal != "none",
-                                        causal_align=causal if causal != "none" else "bottom_right")
-
-    def one_or_varlen(j):
-        if j[2] == "varlen":
-            try:
-                varlen_defaults(j[1], j[3])
-            except Exception:  # noqa: BLE001
-                pass
-        else:
-            one(j)
     with cf.ThreadPoolExecutor(16) as ex:
-        list(ex.map(one_or_varlen, jobs))
+        list(ex.map(one, jobs))
     torch.cuda.synchronize()
 
 
@@ -454,7 +315,6 @@ if __name__ == "__main__":
     if quick != "2":
         test_kvcache((0, 16) if quick == "1" else (0, 16, 64, 256))
     test_varlen()
-    test_varlen_classes()
     test_dense_route()
     if quick != "2":
         test_graph_capture()

@@ -190,41 +190,6 @@ int tt__splitkv_split_tiles(const tt_config *c, int sm_count, int fit, int64_t w
     return (int)tps;
 }
 
-int tt__splitkv_classes(int64_t rows_max, int64_t group, int32_t arch, int32_t head_dim,
-                        tt__splitkv_class out[TT_SPLITKV_CLASSES_MAX]) {
-    int32_t bound[TT_SPLITKV_CLASSES_MAX];
-    const int nb = tt__config_splitkv_row_classes(arch, head_dim, bound, TT_SPLITKV_CLASSES_MAX);
-    if (group < 1) group = 1;
-    int n = 0;
-    int64_t lo = 0;
-    for (int i = 0; i < nb && lo < rows_max; i++) {
-        /* the last class reaches the batch's longest: its tile is the
-         * table's largest, its query blocks that sequence's */
-        const int64_t hi = i == nb - 1 || bound[i] >= rows_max ? rows_max : bound[i];
-        /* a sequence's rows are Lq x group: a class holding no multiple
-         * of the group holds no sequence and needs no launch */
-        if (hi / group * group > lo) {
-            out[n].rows_lo = lo;
-            out[n].rows_hi = hi;
-            n++;
-        }
-        lo = hi;
-    }
-    if (n == 0) {
-        out[0].rows_lo = 0;
-        out[0].rows_hi = rows_max;
-        n = 1;
-    }
-    for (int i = 0; i < n; i++) {
-        /* the tuning key of a class: as many query positions as its
-         * largest rows hold, the batch's longest for the last class */
-        int64_t lq = (out[i].rows_hi + group - 1) / group;
-        if (lq > rows_max / group) lq = rows_max / group;
-        out[i].seqlen_q = lq < 1 ? 1 : lq;
-    }
-    return n;
-}
-
 /*
  * The space (per key; docs/kernels.md, measured on the H200 in
  * docs/perf.md):

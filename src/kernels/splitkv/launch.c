@@ -140,7 +140,7 @@ typedef struct plan {
 } plan;
 
 /* The split and the workspace of `p` (all else filled) with loaded `k`;
- * rows_max: packed rows of the longest sequence the launch serves. */
+ * rows_max: packed rows of the longest sequence. */
 static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t rows_max, int64_t total_k,
                     plan *pl, char *err, size_t errlen) {
     memset(pl, 0, sizeof *pl);
@@ -153,9 +153,7 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
     if (total_k > 0) {
         /* varlen: the host knows the batch's keys, not each sequence's;
          * one tiles-per-split for all gives each its share of the splits
-         * (each sequence counted as one query block of tiles). A launch of
-         * one row class counts the whole batch's keys as well: how they
-         * divide among the classes is on the device only. */
+         * (each sequence counted as one query block of tiles) */
         const int64_t work = (int64_t)p->heads_kv * ((total_k + c->block_n - 1) / c->block_n + p->batch);
         pl->p.split_tiles =
             tt__splitkv_split_tiles(c, k->limits.sm_count, ctas_per_sm(k), work, max_tiles, &splits);
@@ -202,131 +200,101 @@ static int launch_locked(const tt__cuda *cu, plan *pl, CUstream stream, char *er
     return 0;
 }
 
-/* Points the plan at its counters and its partial results. */
-static void bind_ws(plan *pl, CUdeviceptr counters, CUdeviceptr parts) {
-    pl->p.counters = pl->ctr_bytes ? (int *)(uintptr_t)counters : NULL;
-    pl->p.o_part = (float *)(uintptr_t)parts;
-    pl->p.lse_part = (float *)(uintptr_t)(parts + pl->lse_off);
-}
-
-/* The plans under stream capture with the graph's own workspace: allocated
- * (the most counters and parts any plan needs), its counters zeroed, the
- * launches (each leaves the counters zero for the next), freed, all in
- * stream order. */
-static int run_captured(const tt__cuda *cu, plan *pl, int n, size_t ctr, size_t parts, CUstream stream,
-                        char *err, size_t errlen) {
+/* The plan under stream capture with the graph's own workspace: allocated,
+ * its counters zeroed, the launch, freed, all in stream order. */
+static int run_captured(const tt__cuda *cu, plan *pl, CUstream stream, char *err, size_t errlen) {
     CUdeviceptr base = 0;
-    CUresult r = cu->MemAllocAsync(&base, ctr + parts, stream);
+    CUresult r = cu->MemAllocAsync(&base, pl->ws_bytes, stream);
     if (r) return tt__cuda_fail(cu, r, "cuMemAllocAsync(split-KV workspace, under capture)", err, errlen);
     int rc = 0;
-    if (ctr && (r = cu->MemsetD8Async(base, 0, ctr, stream)))
+    if (pl->ctr_bytes && (r = cu->MemsetD8Async(base, 0, pl->ctr_bytes, stream)))
         rc = tt__cuda_fail(cu, r, "cuMemsetD8Async(split-KV counters)", err, errlen);
-    for (int i = 0; i < n && rc == 0; i++) {
-        if (pl[i].ws_bytes > 0) bind_ws(&pl[i], base, base + ctr);
-        rc = launch_locked(cu, &pl[i], stream, err, errlen);
+    if (rc == 0) {
+        const CUdeviceptr parts = base + pl->ctr_bytes;
+        pl->p.counters = pl->ctr_bytes ? (int *)(uintptr_t)base : NULL;
+        pl->p.o_part = (float *)(uintptr_t)parts;
+        pl->p.lse_part = (float *)(uintptr_t)(parts + pl->lse_off);
+        rc = launch_locked(cu, pl, stream, err, errlen);
     }
     if ((r = cu->MemFreeAsync(base, stream)) && rc == 0)
         rc = tt__cuda_fail(cu, r, "cuMemFreeAsync(split-KV workspace)", err, errlen);
     return rc;
 }
 
-/* Runs the plans in stream order in their kernels' context (the call's
- * device), sharing the caller's workspace or the library's: one stream
- * runs them one after another, so one buffer the size of the largest
- * serves them all. */
-static int run_plans(plan *pl, int n, void *ws, size_t ws_len, CUstream stream, char *err, size_t errlen) {
+/* Runs the plan in its kernel's context, with the caller's workspace or
+ * the library's. */
+static int run_plan(plan *pl, void *ws, size_t ws_len, CUstream stream, char *err, size_t errlen) {
     const tt__cuda *cu;
     int rc = tt__cuda_get(&cu, err, errlen);
     if (rc < 0) return rc;
-    size_t need = 0, ctr = 0, parts = 0;
-    for (int i = 0; i < n; i++) {
-        if (pl[i].ws_bytes > need) need = pl[i].ws_bytes;
-        if (pl[i].ctr_bytes > ctr) ctr = pl[i].ctr_bytes;
-        if (pl[i].parts > parts) parts = pl[i].parts;
-    }
-    const CUcontext ctx = pl[0].k->ctx;
+    const CUcontext ctx = pl->k->ctx;
     CUresult r;
     CUcontext popped;
     if ((r = cu->CtxPushCurrent(ctx))) return tt__cuda_fail(cu, r, "cuCtxPushCurrent", err, errlen);
-    const int own = need > 0 && !ws;
-    CUdeviceptr base = (CUdeviceptr)(uintptr_t)ws, own_parts = 0;
-    if (ws && need > 0 && ((uintptr_t)ws % 256 != 0 || ws_len < need)) {
-        rc =
-            tt__fail(TT_ERR_RANGE, err, errlen,
-                     "workspace of %zu bytes at %p: this call needs %zu, 256-byte aligned", ws_len, ws, need);
-        goto out;
-    }
-    if (own) {
-        size_t cap = 0;
-        pthread_mutex_lock(&ws_lock);
-        if ((rc = ws_get_locked(cu, ctx, stream, ctr, parts, &base, &cap, err, errlen)) < 0) {
-            pthread_mutex_unlock(&ws_lock);
+    const int own = pl->ws_bytes > 0 && !ws;
+    if (pl->ws_bytes > 0) {
+        CUdeviceptr base = (CUdeviceptr)(uintptr_t)ws, parts;
+        if (ws && ((uintptr_t)ws % 256 != 0 || ws_len < pl->ws_bytes)) {
+            rc = tt__fail(TT_ERR_RANGE, err, errlen,
+                          "workspace of %zu bytes at %p: this call needs %zu, 256-byte aligned", ws_len, ws,
+                          pl->ws_bytes);
             goto out;
         }
-        if (rc == 1) {
-            /* A first call under capture (torch captures on a stream of
-             * its own, so a warm-up elsewhere leaves this one without a
-             * buffer): the graph allocates, zeroes and frees the
-             * workspace itself at each replay (graph memory nodes). */
-            pthread_mutex_unlock(&ws_lock);
-            rc = run_captured(cu, pl, n, ctr, parts, stream, err, errlen);
-            goto out;
-        }
-        own_parts = base + cap;
-    }
-    for (int i = 0; i < n && rc == 0; i++) {
-        if (pl[i].ws_bytes > 0) {
-            if (own) {
-                bind_ws(&pl[i], base, own_parts);
-            } else {
-                /* a caller's buffer: this plan's counters zeroed in stream
-                 * order (an earlier plan's parts may have covered them) */
-                if (pl[i].ctr_bytes && (r = cu->MemsetD8Async(base, 0, pl[i].ctr_bytes, stream))) {
-                    rc = tt__cuda_fail(cu, r, "cuMemsetD8Async(split-KV counters)", err, errlen);
-                    break;
-                }
-                bind_ws(&pl[i], base, base + pl[i].ctr_bytes);
+        if (own) {
+            size_t cap = 0;
+            pthread_mutex_lock(&ws_lock);
+            if ((rc = ws_get_locked(cu, ctx, stream, pl->ctr_bytes, pl->parts, &base, &cap, err, errlen)) <
+                0) {
+                pthread_mutex_unlock(&ws_lock);
+                goto out;
+            }
+            if (rc == 1) {
+                /* A first call under capture (torch captures on a stream of
+                 * its own, so a warm-up elsewhere leaves this one without a
+                 * buffer): the graph allocates, zeroes and frees the
+                 * workspace itself at each replay (graph memory nodes). */
+                pthread_mutex_unlock(&ws_lock);
+                rc = run_captured(cu, pl, stream, err, errlen);
+                goto out;
+            }
+            parts = base + cap;
+        } else {
+            parts = base + pl->ctr_bytes;
+            /* a caller's buffer: its counters zeroed in stream order */
+            if (pl->ctr_bytes && (r = cu->MemsetD8Async(base, 0, pl->ctr_bytes, stream))) {
+                rc = tt__cuda_fail(cu, r, "cuMemsetD8Async(split-KV counters)", err, errlen);
+                goto out;
             }
         }
-        rc = launch_locked(cu, &pl[i], stream, err, errlen);
+        pl->p.counters = pl->ctr_bytes ? (int *)(uintptr_t)base : NULL;
+        pl->p.o_part = (float *)(uintptr_t)parts;
+        pl->p.lse_part = (float *)(uintptr_t)(parts + pl->lse_off);
     }
+    rc = launch_locked(cu, pl, stream, err, errlen);
     if (own) pthread_mutex_unlock(&ws_lock);
 out:
     cu->CtxPopCurrent(&popped);
     return rc;
 }
 
-int tt__splitkv_run(const tt__splitkv_target *t, const tt_config *cfg, const tt__splitkv_class *cls, int n,
-                    void *ws, size_t ws_len, void *stream, size_t *ws_bytes, char *err, size_t errlen) {
+int tt__splitkv_run(const tt__splitkv_target *t, const tt_config *cfg, void *ws, size_t ws_len, void *stream,
+                    size_t *ws_bytes, char *err, size_t errlen) {
     int rc;
-    if (n < 1 || n > TT_SPLITKV_CLASSES_MAX)
-        return tt__fail(TT_ERR_INVAL, err, errlen, "%d launches: 1 to %d", n, TT_SPLITKV_CLASSES_MAX);
-    plan pl[TT_SPLITKV_CLASSES_MAX];
-    size_t need = 0;
-    for (int i = 0; i < n; i++) {
-        if (cfg[i].family != TT_FAMILY_SPLITKV)
-            return tt__fail(TT_ERR_INVAL, err, errlen,
-                            "config family %d: the KV-cache and varlen entry points run family splitkv only",
-                            (int)cfg[i].family);
-        if (cls[i].rows_lo < 0 || cls[i].rows_hi <= cls[i].rows_lo || cls[i].rows_hi > t->rows_max)
-            return tt__fail(TT_ERR_INVAL, err, errlen, "row class (%lld, %lld] is not within (0, %lld]",
-                            (long long)cls[i].rows_lo, (long long)cls[i].rows_hi, (long long)t->rows_max);
-        const tt__kernel *k;
-        if ((rc = tt__kernel_for_config(t->ctx, &t->limits, &cfg[i], t->key.head_dim, t->key.dtype,
-                                        t->key.causal, &k, err, errlen)) < 0)
-            return rc;
-        tt_splitkv_params p = t->params;
-        p.class_rows_lo = (int)cls[i].rows_lo;
-        p.class_rows_hi = (int)cls[i].rows_hi;
-        /* the grid's query blocks: the class's largest sequence's */
-        if ((rc = plan_for(k, &p, cls[i].rows_hi, t->total_k, &pl[i], err, errlen)) < 0) return rc;
-        if (pl[i].ws_bytes > need) need = pl[i].ws_bytes;
-    }
+    if (cfg->family != TT_FAMILY_SPLITKV)
+        return tt__fail(TT_ERR_INVAL, err, errlen,
+                        "config family %d: the KV-cache and varlen entry points run family splitkv only",
+                        (int)cfg->family);
+    const tt__kernel *k;
+    if ((rc = tt__kernel_for_config(t->ctx, &t->limits, cfg, t->key.head_dim, t->key.dtype, t->key.causal, &k,
+                                    err, errlen)) < 0)
+        return rc;
+    plan pl;
+    if ((rc = plan_for(k, &t->params, t->rows_max, t->total_k, &pl, err, errlen)) < 0) return rc;
     if (ws_bytes) {
-        *ws_bytes = need;
+        *ws_bytes = pl.ws_bytes;
         return 0;
     }
-    return run_plans(pl, n, ws, ws_len, (CUstream)stream, err, errlen);
+    return run_plan(&pl, ws, ws_len, (CUstream)stream, err, errlen);
 }
 
 static void fill_scale(tt_splitkv_params *p, float scale, int64_t head_dim) {
@@ -372,7 +340,7 @@ int tt__splitkv_launch_dense(const tt__kernel *k, const tt_sdpa_params *d, void 
     plan pl;
     int rc = plan_for(k, &p, (int64_t)d->seqlen_q * group, 0, &pl, err, errlen);
     if (rc < 0) return rc;
-    return run_plans(&pl, 1, NULL, 0, (CUstream)stream, err, errlen);
+    return run_plan(&pl, NULL, 0, (CUstream)stream, err, errlen);
 }
 
 /* ---- arguments -------------------------------------------------------------------- */

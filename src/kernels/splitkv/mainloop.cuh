@@ -165,11 +165,6 @@ __device__ __forceinline__ Seq seq_of(const tt_splitkv_params &p, int b) {
     return s;
 }
 
-/* A sequence of `rows` packed rows is this launch's: its row class. */
-__device__ __forceinline__ bool in_class(const tt_splitkv_params &p, int rows) {
-    return rows > p.class_rows_lo && (p.class_rows_hi == 0 || rows <= p.class_rows_hi);
-}
-
 /* Keys query position i sees: [0, key_limit). */
 __device__ __forceinline__ int key_limit(int i, int Lq, int Lk) {
 #if TT_CAUSAL == 0
@@ -308,8 +303,7 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
     const Seq sq = seq_of(p, b);
     const int rows = sq.Lq * G; /* packed rows of this sequence */
     const int pr0 = qb * BM;
-    /* a shorter sequence than the grid's longest, or another launch's class */
-    if (pr0 >= rows || !in_class(p, rows)) return;
+    if (pr0 >= rows) return; /* a shorter sequence than the grid's longest */
 
     const int i_first = pr0 / G, i_last = min(sq.Lq - 1, (pr0 + BM - 1) / G);
     const int kv_end = key_limit(i_last, sq.Lq, sq.Lk);
@@ -683,26 +677,10 @@ extern "C" __global__ void __launch_bounds__(128) tt_splitkv_combine_kernel(tt_s
     const i64 nrows = (i64)p.tokens * p.heads_q;
     if (row >= nrows) return;
     const int tok = (int)(row / p.heads_q), h = (int)(row % p.heads_q);
-    /* The token's sequence, to merge only rows this launch's CTAs wrote
-     * (its class; never a token of no sequence). Varlen: the last b with
-     * cu_seqlens_q[b] <= tok (an empty sequence starts where the next one
-     * does), a binary search over at most 65535. */
-    int b = tok / p.seqlen_q, i = tok % p.seqlen_q;
-    if (p.cu_seqlens_q) {
-        int lo = 0, hi = p.batch - 1;
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) >> 1;
-            if (p.cu_seqlens_q[mid] <= tok) lo = mid;
-            else hi = mid - 1;
-        }
-        b = lo;
-        i = tok - p.cu_seqlens_q[b];
-    }
-    const Seq sq = seq_of(p, b);
-    if (i < 0 || i >= sq.Lq || !in_class(p, sq.Lq * p.group)) return;
-    /* dense: O row i of sequence b; varlen: the packed row itself */
-    if (p.cu_seqlens_q) combine_row(p, row, 0, tok, h, lane);
-    else combine_row(p, row, b, i, h, lane);
+    /* dense: token = b * seqlen_q + i; varlen: the packed row itself */
+    const int b = p.cu_seqlens_q ? 0 : tok / p.seqlen_q;
+    const int i = p.cu_seqlens_q ? tok : tok % p.seqlen_q;
+    combine_row(p, row, b, i, h, lane);
 }
 
 #endif

@@ -69,11 +69,6 @@ typedef struct tt_splitkv_params {
     int split_tiles;         /* > 0: key tiles a split takes, the same for every
                                 sequence (varlen: splits follow each sequence's
                                 length); 0: each CTA's tiles over `splits` */
-    /* The launch's row class: the sequences whose packed rows (Lq x group)
-     * are in (lo, hi]; a mixed varlen batch runs one launch per class, and
-     * the other classes' CTAs and merge rows return at once. hi 0: no bound
-     * (a zeroed struct serves every sequence). */
-    int class_rows_lo, class_rows_hi;
     float scale, scale_log2;
     float lse_empty;         /* LSE of a row that sees no key: +inf for the
                                 KV-cache and varlen entry points (flash-attn's),

@@ -47,25 +47,6 @@ int tt__splitkv_splits(const tt_config *c, int sm_count, int fit, int64_t ctas, 
 int tt__splitkv_split_tiles(const tt_config *c, int sm_count, int fit, int64_t work_tiles, int64_t max_tiles,
                             int *splits);
 
-/* A launch's row class: the sequences whose packed rows (Lq x group) are
- * in (rows_lo, rows_hi]; seqlen_q: the tuning key its config is looked up
- * by (rows_hi / group rounded up). */
-typedef struct tt__splitkv_class {
-    int64_t rows_lo, rows_hi, seqlen_q;
-} tt__splitkv_class;
-#define TT_SPLITKV_CLASSES_MAX 8
-
-/* A varlen batch chosen for by the library runs one launch per row class,
- * so a one-token sequence is not read in the tile sized for the batch's
- * longest: the classes of the built-in default table on `arch` at
- * head_dim (16, 32, 64, 128 rows), from the smallest up to the one of
- * `rows_max` (the batch's longest, max_seqlen_q x group), which reaches
- * rows_max; classes that can hold no multiple of `group` are left out.
- * Returns how many (1..TT_SPLITKV_CLASSES_MAX; one (0, rows_max] where the
- * table has no row). No driver calls. */
-int tt__splitkv_classes(int64_t rows_max, int64_t group, int32_t arch, int32_t head_dim,
-                        tt__splitkv_class out[TT_SPLITKV_CLASSES_MAX]);
-
 /* One KV-cache or varlen call, checked: its kernel parameters (all but the
  * split and the workspace), the device it runs on and what its config
  * choice needs. */
@@ -82,14 +63,12 @@ int tt__splitkv_kvcache_target(const tt_sdpa_kvcache_args *a, tt__splitkv_target
                                size_t errlen);
 int tt__splitkv_varlen_target(const tt_sdpa_varlen_args *a, tt__splitkv_target *t, char *err, size_t errlen);
 
-/* Runs `t` as `n` launches in stream order, launch i over the sequences
- * of row class cls[i] with cfg[i] (a splitkv config, checked against the
- * device), its own grid and split, on `stream` with the caller's workspace
- * (`ws`, `ws_len`; NULL: the library's), which the launches share. With
- * `ws_bytes` non-NULL nothing runs: the bytes of workspace the call needs
- * (the most any of its launches needs; 0: none) are written there. */
-int tt__splitkv_run(const tt__splitkv_target *t, const tt_config *cfg, const tt__splitkv_class *cls, int n,
-                    void *ws, size_t ws_len, void *stream, size_t *ws_bytes, char *err, size_t errlen);
+/* Runs `t` with `cfg` (a splitkv config, checked against the device) on
+ * `stream` with the caller's workspace (`ws`, `ws_len`; NULL: the
+ * library's). With `ws_bytes` non-NULL nothing runs: the bytes of
+ * workspace the call needs are written there (0: none). */
+int tt__splitkv_run(const tt__splitkv_target *t, const tt_config *cfg, void *ws, size_t ws_len, void *stream,
+                    size_t *ws_bytes, char *err, size_t errlen);
 
 /* The family's launch hook (tt__family.launch): tt_sdpa_fwd's dense
  * layout, a contiguous KV cache, with the library's workspace. */
