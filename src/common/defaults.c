@@ -153,8 +153,8 @@ static const struct splitkv_row splitkv_sm90[] = {
  * splitkv's 128-row mma.sync tile ran such chunks 1.5-2.5x slower than the
  * dense winners: wgmma 64x64 (d128) and 64x128 (d64) at 64 tokens, ws
  * 128x128 (d128) and 128x176 persistent (d64; the prefill row 192x128 was
- * 1.43x slower) at 512; with fewer CTAs than SMs (batch 1, 64 tokens)
- * splitkv's split keys won. Decode of group 1 over 1024 keys: wgmma
+ * 1.05-1.43x slower) at 512; with fewer CTAs (batch 1-2, 64 tokens: 32-64
+ * CTAs) splitkv's split keys won. Chunks past splitkv's rows take them too. Decode of group 1 over 1024 keys: wgmma
  * 1.15-1.20x faster (nothing to split, no group to pack). */
 static const struct short_row chunk_dense_sm90[] = {
     /* seqlen_max, family, {d, c, bm, bn, w, st, layout, q_in_regs} */
@@ -296,7 +296,13 @@ int tt_config_default(const tt_key *key, tt_config *out) {
 
 int tt__config_default_sm90(const tt_key_v2 *key, tt_config *out) {
     if (!key || !out) return TT_ERR_INVAL;
-    return from_table(&sm90[tt__key_regime(key)], key, out);
+    const tt__regime rg = tt__key_regime(key);
+    int rc = from_table(&sm90[rg], key, out);
+    /* a chunk too long for splitkv takes the chunk's dense rows (d64: the
+     * persistent 128x176, 1.05-1.39x faster there than the prefill row) */
+    if (rc == 0 && rg == TT_REGIME_CHUNK && out->family != TT_FAMILY_SPLITKV)
+        (void)tt__config_default_dense_filled(key, 90, out);
+    return rc;
 }
 
 int tt__config_default_other(const tt_key_v2 *key, int32_t arch, int32_t not_family, tt_config *out) {

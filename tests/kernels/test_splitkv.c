@@ -301,8 +301,10 @@ static tt_config default_at(int arch, int32_t d, int64_t lq, int64_t lk, int32_t
 TEST(chunk_default_follows_the_batch) {
     tt_config c = default_at(90, 128, 64, 4096, 4, 1, 32); /* 32 CTAs */
     ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
-    c = default_at(90, 128, 64, 4096, 4, 4, 32); /* 128 */
+    c = default_at(90, 128, 64, 4096, 4, 2, 32); /* 64 */
     ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+    c = default_at(90, 128, 64, 4096, 4, 4, 32); /* 128: three SMs in four and more */
+    ASSERT_EQ(c.family, TT_FAMILY_WGMMA);
     c = default_at(90, 128, 64, 4096, 4, 8, 32); /* 256 */
     ASSERT_EQ(c.family, TT_FAMILY_WGMMA);
     ASSERT(c.block_m == 64 && c.block_n == 64);
@@ -314,6 +316,8 @@ TEST(chunk_default_follows_the_batch) {
     c = default_at(90, 128, 512, 32768, 1, 1, 32); /* 8 blocks x 32 heads */
     ASSERT_EQ(c.family, TT_FAMILY_WS);
     c = default_at(90, 64, 512, 16384, 1, 2, 32); /* d64: the persistent 128x176 */
+    ASSERT(c.family == TT_FAMILY_WS && c.block_m == 128 && c.block_n == 176);
+    c = default_at(90, 64, 512, 131072, 8, 0, 0); /* past splitkv's rows, whatever the batch */
     ASSERT(c.family == TT_FAMILY_WS && c.block_m == 128 && c.block_n == 176);
     c = default_at(90, 128, 1, 32768, 4, 64, 32); /* decode */
     ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
