@@ -104,11 +104,11 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__dev
 }
 
 void tt__splitkv_default_paged(tt_config *c) {
-    /* A paged tile waits on its page-table reads before its copies can
-     * issue; three CTAs an SM (2 stages) hide each other's waits where one
-     * of 4 stages cannot: on the H200 the 4-stage decode default ran a
-     * paged cache 1.10-1.46x slower than contiguous, the 2-stage tile
-     * 1.00-1.13x (docs/perf.md, inference). */
+    /* One CTA an SM (4 stages) runs a paged cache 1.25-1.46x slower than a
+     * contiguous one on the H200, three (2 stages) 0.98-1.02x (with the
+     * split filling the last wave). Not for want of the page numbers: read
+     * a tile ahead into shared memory they changed neither (docs/perf.md,
+     * the inference grid section). */
     if (c->family == TT_FAMILY_SPLITKV && c->block_m <= 16 && c->stages > 2) c->stages = 2;
 }
 
