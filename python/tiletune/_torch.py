@@ -141,7 +141,7 @@ class _Choice:
 
 
 _plans = {}
-_choices = {}  # (lookup key fields, device, call size or None) -> _Choice
+_choices = {}  # (lookup key fields, device, (batch, query heads)) -> _Choice
 _logged = set()
 _stats = Counter()
 _tls = threading.local()
@@ -166,22 +166,14 @@ def _key_text(lkey, dev):
             f" on cuda:{dev}")
 
 
-def _size_of(lkey, size):
-    """The call size (batch, query heads) a key's default may depend on:
-    decode and chunk keys (seqlen_q <= 16 or seqlen_k >= 4 seqlen_q) run a
-    dense family once its tiles fill the GPU (tt_sdpa_default_config_at);
-    None for prefill keys."""
-    lq, lk = lkey[3], lkey[4]
-    return size if lq <= 16 or lk >= 4 * lq else None
-
-
 def _choose(lkey, dev, size=None):
     """The config for a key on a device: the daemon's tuned one (exact or
     nearest), else the device's built-in default for a call of `size`
     (batch, query heads), with the reason. As tt_sdpa_fwd chooses with no
     config given, but done once per key (and call size) here (again
-    after _REASK_S when the answer was not exact)."""
-    size = _size_of(lkey, size)
+    after _REASK_S when the answer was not exact). The default may follow
+    the size (tt_sdpa_default_config_at: a chunk that fills the GPU runs a
+    dense family); a plan is one shape, so this is one choice a plan."""
     ch = _choices.get((lkey, dev, size))
     if ch is not None and ch.expires == 0:
         return ch

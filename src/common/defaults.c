@@ -69,18 +69,19 @@ static const struct default_row defaults_sm90[] = {
     {256, 1, 128, 80, 12, 2, 0, 0},
 };
 
-/* sm_90 prefill rows for short sequences (both seqlens at most
- * seqlen_max), before the table above: where one CTA a short tile wins.
+/* Rows a regime tries before its family rows, each for keys of at most
+ * seqlen_q_max queries and seqlen_k_max keys. sm_90 prefill: short
+ * sequences, where one CTA a short tile wins.
  * From the bf16 grid on the H200 (docs/perf.md, defaults per regime): d64
  * causal at 512 and 1024, wgmma 64x64 246 / 303 TFLOP/s against ws
  * 192x128's 174 / 239; d128 causal ping-pong 279 / 392 against 264 / 379. */
 static const struct short_row {
-    int32_t seqlen_max, family;
+    int32_t seqlen_q_max, seqlen_k_max, family;
     struct default_row row;
 } short_sm90[] = {
-    /* seqlen_max, family, {d, c, bm, bn, w, st, layout, q_in_regs} */
-    {1024, TT_FAMILY_WGMMA, {64, 1, 64, 64, 4, 2, 1, 0}},
-    {1024, TT_FAMILY_WS, {128, 1, 128, 128, 12, 2, 1, 0}},
+    /* seqlen_q_max, seqlen_k_max, family, {d, c, bm, bn, w, st, layout, q_in_regs} */
+    {1024, 1024, TT_FAMILY_WGMMA, {64, 1, 64, 64, 4, 2, 1, 0}},
+    {1024, 1024, TT_FAMILY_WS, {128, 1, 128, 128, 12, 2, 1, 0}},
 };
 
 /* Family splitkv (decode, speculative decode, chunks of a few rows): by
@@ -98,10 +99,10 @@ static const struct short_row {
  * the 16-row tile takes 128 keys (half the bytes of a d128 row: the
  * inference grid's d64 decode winners, the 64-key tile up to 1.19x
  * slower), and the 128-row one 4 warps (one key warp: 1.15-1.22x faster
- * there than 8). Q sits in
- * registers wherever it fits without a spill on sm_90 (head dims 32 and
- * 64 past 16 rows too: the space holds only that choice there, so a
- * default without it was a config the tuner never timed).
+ * there than 8). Q sits in registers wherever it fits without a spill on
+ * sm_90 (head dims 32 and 64 past 16 rows too: the space holds only that
+ * choice there, so a default without it was a config the tuner never
+ * timed).
  * The portable rows fit 99 KB (sm_86/89) with no spill: a smaller tile
  * of the same shape where the sm_90 row does not. */
 struct splitkv_row {
@@ -146,24 +147,24 @@ static const struct splitkv_row splitkv_sm90[] = {
     {128, 128, 128, 64, 8, 2, 0, 0},
     {128, 256, 128, 32, 8, 2, 0, 0},
 };
-/* sm_90 chunks, and one-token-a-row decode over few keys, whose dense tiles
- * fill the GPU (tt__sdpa_device_default_at: batch x query heads x 64-row
- * blocks >= the SM count): up to seqlen_max query tokens these rows, else
- * the prefill rows above. On the H200's inference grid (docs/perf.md)
- * splitkv's 128-row mma.sync tile ran such chunks 1.5-2.5x slower than the
- * dense winners: wgmma 64x64 (d128) and 64x128 (d64) at 64 tokens, ws
- * 128x128 (d128) and 128x176 persistent (d64; the prefill row 192x128 was
- * 1.05-1.43x slower) at 512; with fewer CTAs (batch 1-2, 64 tokens: 32-64
- * CTAs) splitkv's split keys won. Chunks past splitkv's rows take them too. Decode of group 1 over 1024 keys: wgmma
- * 1.15-1.20x faster (nothing to split, no group to pack). */
+/* sm_90 chunks' dense rows: past splitkv's rows, and where the call's
+ * dense tiles fill the GPU (tt__sdpa_device_default_at: batch x query
+ * heads x 64-row blocks >= 3/4 of the SMs; so does a group-1 decode over
+ * few keys). On the H200's inference grid (docs/perf.md) splitkv's 128-row
+ * mma.sync tile ran such chunks 1.5-2.5x slower than the dense winners:
+ * wgmma 64x64 (d128) and 64x128 (d64) at 64 tokens, ws 128x128 (d128) and
+ * 128x176 persistent (d64; the prefill row 192x128 was 1.05-1.43x slower)
+ * at 512; with fewer CTAs (batch 1-2, 64 tokens: 32-64 CTAs) splitkv's
+ * split keys won. Decode of group 1 over 1024 keys: wgmma 1.15-1.20x
+ * faster (nothing to split, no group to pack). */
 static const struct short_row chunk_dense_sm90[] = {
-    /* seqlen_max, family, {d, c, bm, bn, w, st, layout, q_in_regs} */
-    {64, TT_FAMILY_WGMMA, {64, 0, 64, 128, 4, 2, 1, 0}},
-    {64, TT_FAMILY_WGMMA, {64, 1, 64, 128, 4, 2, 1, 0}},
-    {64, TT_FAMILY_WGMMA, {128, 0, 64, 64, 4, 2, 1, 0}},
-    {64, TT_FAMILY_WGMMA, {128, 1, 64, 64, 4, 2, 1, 0}},
-    {TT_SEQLEN_MAX, TT_FAMILY_WS, {64, 0, 128, 176, 12, 2, 0, 1}},
-    {TT_SEQLEN_MAX, TT_FAMILY_WS, {64, 1, 128, 176, 12, 2, 0, 1}},
+    /* seqlen_q_max, seqlen_k_max, family, {d, c, bm, bn, w, st, layout, q_in_regs} */
+    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {64, 0, 64, 128, 4, 2, 1, 0}},
+    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {64, 1, 64, 128, 4, 2, 1, 0}},
+    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {128, 0, 64, 64, 4, 2, 1, 0}},
+    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {128, 1, 64, 64, 4, 2, 1, 0}},
+    {TT_SEQLEN_MAX, TT_SEQLEN_MAX, TT_FAMILY_WS, {64, 0, 128, 176, 12, 2, 0, 1}},
+    {TT_SEQLEN_MAX, TT_SEQLEN_MAX, TT_FAMILY_WS, {64, 1, 128, 176, 12, 2, 0, 1}},
 };
 /* the most keys a group-1 decode key may have to run the rows above */
 #define DECODE_DENSE_SEQLEN_K_MAX 1024
@@ -171,9 +172,10 @@ static const struct short_row chunk_dense_sm90[] = {
 /* clang-format on */
 
 /* What a regime runs on an arch: a splitkv table for keys whose packed
- * rows fit its largest tile (`skv_rows_max`; 0: none), else the dense
- * rows of `family`, with `alt` (family `alt_family`) for the masks or
- * strides that family does not take. */
+ * rows fit its largest tile (`skv_rows_max`; 0: none), else the first of
+ * `shorts` that holds the key, else the dense rows of `family`, with `alt`
+ * (family `alt_family`) for the masks or strides that family does not
+ * take. */
 typedef struct regime_table {
     const struct default_row *rows;
     size_t n;
@@ -208,7 +210,7 @@ static const regime_table sm90[] = {
     [TT_REGIME_DECODE] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
                           ROWS(splitkv_sm90), INT64_MAX, NO_SHORTS},
     [TT_REGIME_CHUNK] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
-                         ROWS(splitkv_sm90), 1024, NO_SHORTS},
+                         ROWS(splitkv_sm90), 1024, ROWS(chunk_dense_sm90)},
     [TT_REGIME_PREFILL] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
                            NO_SKV, ROWS(short_sm90)},
 };
@@ -274,7 +276,7 @@ static int from_table(const regime_table *t, const tt_key_v2 *key, tt_config *ou
         return dense_row(t->alt, t->n_alt, t->alt_family, key, out);
     for (size_t i = 0; i < t->n_shorts; i++) {
         const struct short_row *r = &t->shorts[i];
-        if (key->seqlen_q <= r->seqlen_max && key->seqlen_k <= r->seqlen_max &&
+        if (key->seqlen_q <= r->seqlen_q_max && key->seqlen_k <= r->seqlen_k_max &&
             dense_row(&r->row, 1, r->family, key, out) == 0)
             return 0;
     }
@@ -296,13 +298,7 @@ int tt_config_default(const tt_key *key, tt_config *out) {
 
 int tt__config_default_sm90(const tt_key_v2 *key, tt_config *out) {
     if (!key || !out) return TT_ERR_INVAL;
-    const tt__regime rg = tt__key_regime(key);
-    int rc = from_table(&sm90[rg], key, out);
-    /* a chunk too long for splitkv takes the chunk's dense rows (d64: the
-     * persistent 128x176, 1.05-1.39x faster there than the prefill row) */
-    if (rc == 0 && rg == TT_REGIME_CHUNK && out->family != TT_FAMILY_SPLITKV)
-        (void)tt__config_default_dense_filled(key, 90, out);
-    return rc;
+    return from_table(&sm90[tt__key_regime(key)], key, out);
 }
 
 int tt__config_default_other(const tt_key_v2 *key, int32_t arch, int32_t not_family, tt_config *out) {
@@ -334,12 +330,8 @@ int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, tt_confi
     const int decode_dense =
         rg == TT_REGIME_DECODE && key->group <= 1 && key->seqlen_k <= DECODE_DENSE_SEQLEN_K_MAX;
     if (arch != 90 || (rg != TT_REGIME_CHUNK && !decode_dense)) return TT_ERR_UNSUPPORTED;
-    for (size_t i = 0; i < sizeof chunk_dense_sm90 / sizeof chunk_dense_sm90[0]; i++) {
-        const struct short_row *r = &chunk_dense_sm90[i];
-        if (key->seqlen_q <= r->seqlen_max && dense_row(&r->row, 1, r->family, key, out) == 0) return 0;
-    }
-    /* a chunk has seqlen_k >= 4 seqlen_q (and a decode key is in a row
-     * above): ws's bottom-right mask takes it */
-    const regime_table *t = &sm90[TT_REGIME_PREFILL];
-    return dense_row(t->rows, t->n, t->family, key, out);
+    /* the chunk table without its splitkv rows */
+    regime_table t = sm90[TT_REGIME_CHUNK];
+    t.skv = NULL;
+    return from_table(&t, key, out);
 }
