@@ -27,6 +27,23 @@ if not torch.cuda.is_available():
 
 import tiletune  # noqa: E402
 
+
+def _poisoning(make):
+    """torch.empty / empty_like whose floating tensors start as NaN: the
+    binding allocates its outputs with them, and a row or LSE entry the
+    kernel leaves unwritten must fail the check, not pass on what the
+    caching allocator handed back from the previous call's correct run."""
+    def f(*args, **kwargs):
+        t = make(*args, **kwargs)
+        if t.is_floating_point() and t.numel():
+            t.fill_(float("nan"))
+        return t
+    return f
+
+
+torch.empty = _poisoning(torch.empty)
+torch.empty_like = _poisoning(torch.empty_like)
+
 DEV = torch.device("cuda:0")
 FAILS = []
 CHECKS = [0]
@@ -156,7 +173,9 @@ def test_varlen():
             lk = [0, 1, 100, 700, 200, 0]
             cu_q = torch.tensor([0] + list(torch.tensor(lq).cumsum(0)), dtype=torch.int32, device=DEV)
             cu_k = torch.tensor([0] + list(torch.tensor(lk).cumsum(0)), dtype=torch.int32, device=DEV)
-            q = rnd(sum(lq), Hq, D, dtype=dtype)
+            # three rows of padding past the last sequence: no sequence's,
+            # so never written (they stay the NaN the output starts as)
+            q = rnd(sum(lq) + 3, Hq, D, dtype=dtype)
             k = rnd(sum(lk), Hkv, D, dtype=dtype)
             v = rnd(sum(lk), Hkv, D, dtype=dtype)
             for causal in (0, 1, 2):
@@ -170,6 +189,9 @@ def test_varlen():
                     except Exception as e:  # noqa: BLE001
                         FAILS.append(f"{name}: raised {e}")
                         continue
+                    CHECKS[0] += 1
+                    if not torch.isnan(o[sum(lq):]).all():
+                        FAILS.append(f"{name}: wrote the padding rows past the last sequence")
                     for b in range(len(lq)):
                         qs, qe = int(cu_q[b]), int(cu_q[b + 1])
                         ks, ke = int(cu_k[b]), int(cu_k[b + 1])

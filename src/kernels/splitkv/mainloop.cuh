@@ -677,6 +677,10 @@ extern "C" __global__ void __launch_bounds__(128) tt_splitkv_combine_kernel(tt_s
     const i64 nrows = (i64)p.tokens * p.heads_q;
     if (row >= nrows) return;
     const int tok = (int)(row / p.heads_q), h = (int)(row % p.heads_q);
+    /* varlen rows past the last sequence belong to none: no split wrote
+     * their partial results, so merging them would write what the
+     * workspace last held into the caller's padding */
+    if (p.cu_seqlens_q && tok >= p.cu_seqlens_q[p.batch]) return;
     /* dense: token = b * seqlen_q + i; varlen: the packed row itself */
     const int b = p.cu_seqlens_q ? 0 : tok / p.seqlen_q;
     const int i = p.cu_seqlens_q ? tok : tok % p.seqlen_q;
