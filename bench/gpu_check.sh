@@ -6,6 +6,7 @@
 #   PART=inference bash bench/gpu_check.sh   # splitkv tests + bench, grid tune
 #   STEPS="ctests torch inference bench tune" bash bench/gpu_check.sh
 #   PART=grid GRID_S=270 GRID_ARGS="--dtype bf16 --shard 1/2" bash bench/gpu_check.sh
+#   STEPS="inference balance" bash bench/gpu_check.sh   # the balanced grid: tests, A/B
 #
 # core:      build (fault injection on, for the pipeline test); the C kernel
 #            tests but the every-variant one; the pipeline end to end
@@ -86,6 +87,17 @@ if has bench; then
     --budget "$(( ${BENCH_S:-150} * 2 / 3 ))" >"$out/inference-bench.log" 2>&1
   echo "inference bench: rc=$?"; tail -40 "$out/inference-bench.log"
   say "inference bench"
+fi
+if has balance; then
+  # the balanced grid (TILETUNE_SPLITKV_BALANCE=1) against splits of whole
+  # units, the same build, alternating processes, on bench/inference's
+  # decode shapes (the default and two splitkv configs each)
+  for r in 1 2; do
+    TILETUNE_SPLITKV_BALANCE=0 timeout 80 python3 bench/inference/compare.py --tag whole >>"$out/balance-ab.txt" 2>&1
+    TILETUNE_SPLITKV_BALANCE=1 timeout 80 python3 bench/inference/compare.py --tag balanced >>"$out/balance-ab.txt" 2>&1
+  done
+  sort -s -k2,3 "$out/balance-ab.txt" | cut -c1-160
+  say "balanced grid A/B"
 fi
 if has host; then
   # tt_sdpa_fwd's host time and its pieces, with an empty module cache and

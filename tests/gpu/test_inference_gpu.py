@@ -3,14 +3,17 @@ a contiguous KV cache with per-sequence lengths, a paged cache (pages 16,
 64, 256, the page table shuffled), variable-length packed batches, GQA,
 causal none / top-left / bottom-right, empty and one-token sequences, split
 and unsplit launches, the dense tt_sdpa_fwd route, a CUDA graph capture,
-and layouts the kernel refuses. Outputs are poisoned (NaN) first, so a row
-the kernel does not write fails.
+and layouts the kernel refuses; then all of it again in a second process
+with the balanced grid on (TILETUNE_SPLITKV_BALANCE=1: one wave of CTAs
+over the (sequence, KV head) units laid end to end). Outputs are poisoned
+(NaN) first, so a row the kernel does not write fails.
 
 Exits 77 (skipped) without torch or a GPU.
 """
 
 import math
 import os
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -223,6 +226,42 @@ def test_dense_route():
                     check(f"{name} b{b}", o[b].transpose(0, 1), lse[b], ro, rl, dtype)
 
 
+def test_balanced_grid():
+    """The balanced grid (one wave of CTAs over the (sequence, KV head)
+    units laid end to end): more units than CTAs, so a CTA walks several
+    units and a unit's keys are split across CTAs at arbitrary tiles; with
+    per-sequence lengths (short, empty and full sequences of the nominal
+    one), paged and contiguous, the merge in the kernel and in the combine
+    kernel (32-row tile: 4 query tokens x group 8)."""
+    torch.manual_seed(4)
+    dtype = torch.bfloat16
+    for (B, Hq, Hkv, Lq, Lmax) in ((80, 16, 4, 1, 700), (9, 8, 1, 4, 5000), (33, 32, 8, 1, 2048)):
+        lens = [(b * 977) % (Lmax + 1) for b in range(B)]
+        lens[1] = Lmax
+        lens[2] = 0
+        q = rnd(B, Lq, Hq, 128, dtype=dtype)
+        kc = rnd(B, Lmax, Hkv, 128, dtype=dtype)
+        vc = rnd(B, Lmax, Hkv, 128, dtype=dtype)
+        seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+        for causal in (0, 2):
+            sc = 1.0 / math.sqrt(128)
+            refs = {True: [ref_seq(q[b], kc[b, :lens[b]], vc[b, :lens[b]], causal, sc) for b in range(B)],
+                    False: [ref_seq(q[b], kc[b], vc[b], causal, sc) for b in range(B)]}
+            for with_lens in (True, False):
+                for cfg in (None, CONFIGS[1], CONFIGS[2]):
+                    name = f"balanced B{B} Hq{Hq}/{Hkv} Lq{Lq} Lk{Lmax} lens{with_lens} causal{causal} cfg={cfg}"
+                    try:
+                        o, lse = tiletune.flash_attn_with_kvcache(
+                            q, kc, vc, cache_seqlens=seqlens if with_lens else None, causal=causal > 0,
+                            return_softmax_lse=True, config=cfg)
+                    except Exception as e:  # noqa: BLE001
+                        FAILS.append(f"{name}: raised {e}")
+                        continue
+                    for b in range(B):
+                        ro, rl = refs[with_lens][b]
+                        check(f"{name} seq{b}(len {lens[b] if with_lens else Lmax})", o[b], lse[b], ro, rl, dtype)
+
+
 def test_graph_capture():
     """A split launch captured into a CUDA graph and replayed: on a stream
     that ran it before (its workspace reused), and on a fresh stream with
@@ -331,6 +370,18 @@ def precompile():
     torch.cuda.synchronize()
 
 
+def balanced_run():
+    """The whole set again in a process with the balanced grid on (the
+    library reads TILETUNE_SPLITKV_BALANCE once a process)."""
+    env = dict(os.environ, TILETUNE_SPLITKV_BALANCE="1", TT_BALANCED_CHILD="1")
+    r = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True)
+    out = (r.stdout + r.stderr).strip().splitlines()
+    for line in out[-42:]:
+        print("balanced grid:", line)
+    if r.returncode != 0:
+        FAILS.append(f"balanced grid run: exit {r.returncode}")
+
+
 if __name__ == "__main__":
     quick = os.environ.get("TT_QUICK", "0")
     precompile()
@@ -338,9 +389,12 @@ if __name__ == "__main__":
         test_kvcache((0, 16) if quick == "1" else (0, 16, 64, 256))
     test_varlen()
     test_dense_route()
+    test_balanced_grid()
     if quick != "2":
         test_graph_capture()
         test_refusals()
+    if not os.environ.get("TT_BALANCED_CHILD"):
+        balanced_run()
     for f in FAILS[:40]:
         print("FAIL", f)
     print(f"{CHECKS[0]} checks, {len(FAILS)} failures")

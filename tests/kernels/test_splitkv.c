@@ -136,6 +136,85 @@ TEST(split_count_follows_the_batch) {
     ASSERT_EQ(tt__splitkv_splits(&c, 132, 3, 512, 1), 1);
 }
 
+/* Walks the balanced grid as the kernel does (the same params.h
+ * arithmetic): every tile of every unit is taken by exactly one CTA, every
+ * CTA's tiles are within one of n / C, a unit's CTAs are consecutive and
+ * number what tt_skv_bal_span says, at most `splits` (the workspace's). */
+static void check_balanced_walk(int64_t units, int tiles, int ctas, int splits) {
+    const int64_t n = units * tiles;
+    int *seen = calloc((size_t)n, sizeof *seen);
+    int *segs = calloc((size_t)units, sizeof *segs);
+    ASSERT(seen && segs);
+    for (int c = 0; c < ctas; c++) {
+        const int64_t x0 = tt_skv_bal_start(n, ctas, c), x1 = tt_skv_bal_start(n, ctas, c + 1);
+        ASSERT(x1 - x0 == n / ctas || x1 - x0 == n / ctas + 1);
+        for (int64_t x = x0; x < x1; x = (x / tiles + 1) * tiles) {
+            const int64_t u = x / tiles, end = x1 < (u + 1) * tiles ? x1 : (u + 1) * tiles;
+            int first;
+            const int nseg = tt_skv_bal_span(n, ctas, tiles, u, &first);
+            ASSERT(nseg >= 1 && nseg <= splits);
+            ASSERT(c - first >= 0 && c - first < nseg);
+            ASSERT_EQ(c - first, segs[u]); /* the unit's CTAs in order: split = its index */
+            segs[u]++;
+            for (int64_t y = x; y < end; y++) seen[y]++;
+        }
+    }
+    for (int64_t y = 0; y < n; y++) ASSERT_EQ(seen[y], 1);
+    for (int64_t u = 0; u < units; u++) {
+        int first;
+        ASSERT_EQ(segs[u], tt_skv_bal_span(n, ctas, tiles, u, &first));
+    }
+    free(seen);
+    free(segs);
+}
+
+/* Decode's units (sequence, KV head) spread evenly over one wave: batch 16
+ * x 8 KV heads = 128 units left 4 of 132 SMs idle as whole-unit splits. */
+TEST(balanced_grid_fills_one_wave) {
+    tt_config c = skv(16, 64, 4, 4, 1, 0);
+    int ctas = 0;
+    const struct {
+        int sms, fit;
+        int64_t units;
+        int tiles, ctas;
+    } cases[] = {
+        {132, 1, 128, 512, 132}, /* batch 16 x 8 KV heads, 32k keys in 64-key tiles, one CTA an SM */
+        {132, 1, 8, 2048, 132},  /* batch 1 x 8 KV heads, 128k keys: about 124 tiles a CTA */
+        {132, 1, 512, 128, 132}, /* batch 64 x 8 heads, 8k keys: 512 units, no part-full wave */
+        {132, 3, 128, 512, 396}, /* three CTAs an SM where they fit */
+        {132, 1, 8, 4, 32},      /* fewer tiles than slots: a tile a CTA */
+        {7, 2, 5, 13, 14},       /* odd sizes */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int s =
+            tt__splitkv_balance(&c, cases[i].sms, cases[i].fit, cases[i].units, cases[i].tiles, &ctas);
+        ASSERT_EQ(ctas, cases[i].ctas);
+        ASSERT(s >= 2 && s <= TT_SPLITKV_MAX_SPLITS);
+        check_balanced_walk(cases[i].units, cases[i].tiles, ctas, s);
+    }
+    /* one KV head, many tiles, many CTAs: a unit over at most the merge's
+     * most splits */
+    const int s = tt__splitkv_balance(&c, 132, 4, 1, 100000, &ctas);
+    ASSERT(ctas > 0 && ctas <= TT_SPLITKV_MAX_SPLITS && s <= TT_SPLITKV_MAX_SPLITS);
+    check_balanced_walk(1, 100000, ctas, s);
+}
+
+/* Where the split count's grid serves as well, the balanced one is not
+ * used: one tile a unit, or whole units a CTA. */
+TEST(balanced_grid_only_where_it_balances) {
+    tt_config c = skv(16, 64, 4, 4, 1, 0);
+    int ctas = 7;
+    ASSERT_EQ(tt__splitkv_balance(&c, 132, 1, 128, 1, &ctas), 0);
+    ASSERT_EQ(ctas, 0);
+    ASSERT_EQ(tt__splitkv_balance(&c, 132, 1, 264, 64, &ctas), 0);
+    ASSERT_EQ(tt__splitkv_balance(&c, 132, 1, 0, 64, &ctas), 0);
+    ASSERT_EQ(tt__splitkv_balance(&c, 0, 1, 8, 64, &ctas), 0);
+    /* the config's target: 2 CTAs an SM of the 3 that fit */
+    c.split_ctas = 2;
+    ASSERT(tt__splitkv_balance(&c, 132, 3, 128, 512, &ctas) > 0);
+    ASSERT_EQ(ctas, 264);
+}
+
 /* Varlen: one tiles-per-split for the batch, from its keys, so a sequence's
  * splits follow its length. */
 TEST(varlen_split_tiles_follow_the_batch_keys) {

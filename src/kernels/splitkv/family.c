@@ -176,6 +176,29 @@ int tt__splitkv_splits(const tt_config *c, int sm_count, int fit, int64_t ctas, 
     return (int)((max_tiles + per - 1) / per);
 }
 
+int tt__splitkv_balance(const tt_config *c, int sm_count, int fit, int64_t units, int64_t tiles, int *ctas) {
+    *ctas = 0;
+    if (tiles <= 1 || sm_count <= 0 || units <= 0 || tiles > INT32_MAX) return 0;
+    const int64_t n = units * tiles;
+    int64_t cs = split_per_sm(c, fit) * sm_count;
+    /* whole units a CTA already: nothing to balance */
+    if (units % cs == 0) return 0;
+    /* every CTA at least one tile; a unit over at most MAX_SPLITS CTAs
+     * (it spans its whole CTAs plus a part at each end) */
+    if (cs > n) cs = n;
+    if (cs > units * (TT_SPLITKV_MAX_SPLITS - 2)) cs = units * (TT_SPLITKV_MAX_SPLITS - 2);
+    /* the device's start(c) = n c / C in 64 bits */
+    if (cs > INT32_MAX || n > INT64_MAX / cs) return 0;
+    /* Each CTA holds at least n / C tiles, so a unit's tiles meet at most
+     * ceil(tiles / that) CTAs plus one it starts inside: the bound the
+     * workspace is sized by, and the merge's most splits. */
+    const int64_t per = n / cs;
+    const int64_t bound = (tiles + per - 1) / per + 1;
+    if (bound > TT_SPLITKV_MAX_SPLITS) return 0;
+    *ctas = (int)cs;
+    return (int)bound;
+}
+
 int tt__splitkv_split_tiles(const tt_config *c, int sm_count, int fit, int64_t work_tiles, int64_t max_tiles,
                             int *splits) {
     *splits = 1;

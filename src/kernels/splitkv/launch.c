@@ -125,6 +125,16 @@ static void fused_read(void) {
     const char *e = getenv("TILETUNE_SPLITKV_FUSED");
     fused_merge = !(e && strcmp(e, "0") == 0);
 }
+/* The balanced grid (splitkv/params.h) only where TILETUNE_SPLITKV_BALANCE=1
+ * asks for it: built and checked on the CPU (its arithmetic, every
+ * variant compiled clean), not yet run against torch on a GPU nor timed
+ * (docs/perf.md), so splits of whole units stay the default. */
+static pthread_once_t balance_once = PTHREAD_ONCE_INIT;
+static int balance_grid = 0;
+static void balance_read(void) {
+    const char *e = getenv("TILETUNE_SPLITKV_BALANCE");
+    balance_grid = e && strcmp(e, "1") == 0;
+}
 
 /* ---- the launch ------------------------------------------------------------------ */
 
@@ -132,7 +142,7 @@ static void fused_read(void) {
 typedef struct plan {
     tt_splitkv_params p;
     const tt__kernel *k;
-    unsigned gx;
+    unsigned gx, gy, gz;
     size_t ws_bytes;  /* a caller's workspace: counters, then the parts */
     size_t ctr_bytes; /* merge counters (fused merge), 256-byte aligned */
     size_t parts;     /* o_part, then lse_part at lse_off */
@@ -150,22 +160,45 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
     const int64_t qblocks = (rows_max + c->block_m - 1) / c->block_m;
     const int64_t max_tiles = ((int64_t)p->seqlen_k + c->block_n - 1) / c->block_n;
     int splits;
-    if (total_k > 0) {
+    const int fit = ctas_per_sm(k);
+    pl->gy = (unsigned)p->heads_kv;
+    pl->gz = (unsigned)p->batch;
+    pthread_once(&balance_once, balance_read);
+    /* One query block a sequence, the same keys for all (a KV cache's
+     * per-sequence lengths only shorten some units: their CTAs skip the
+     * tiles past the end): the balanced grid, when it is one. */
+    int bal_ctas = 0;
+    if (balance_grid && total_k == 0 && qblocks == 1 && c->block_m <= TT_SPLITKV_BAL_MAX_BM) {
+        /* the tiles the kernel visits for the block's last row: top-left
+         * causal stops at key seqlen_q - 1 */
+        const int64_t kv_end =
+            k->variant.causal == 1 && p->seqlen_q < p->seqlen_k ? p->seqlen_q : p->seqlen_k;
+        const int64_t tiles = (kv_end + c->block_n - 1) / c->block_n;
+        const int s = tt__splitkv_balance(c, k->limits.sm_count, fit, (int64_t)p->batch * p->heads_kv, tiles,
+                                          &bal_ctas);
+        if (s > 0) {
+            splits = s;
+            pl->p.bal_ctas = bal_ctas;
+            pl->p.bal_tiles = (int)tiles;
+            pl->gx = (unsigned)bal_ctas;
+            pl->gy = pl->gz = 1;
+        }
+    }
+    if (bal_ctas == 0 && total_k > 0) {
         /* varlen: the host knows the batch's keys, not each sequence's;
          * one tiles-per-split for all gives each its share of the splits
          * (each sequence counted as one query block of tiles) */
         const int64_t work = (int64_t)p->heads_kv * ((total_k + c->block_n - 1) / c->block_n + p->batch);
-        pl->p.split_tiles =
-            tt__splitkv_split_tiles(c, k->limits.sm_count, ctas_per_sm(k), work, max_tiles, &splits);
-    } else {
-        splits = tt__splitkv_splits(c, k->limits.sm_count, ctas_per_sm(k),
-                                    (int64_t)p->batch * p->heads_kv * qblocks, max_tiles);
+        pl->p.split_tiles = tt__splitkv_split_tiles(c, k->limits.sm_count, fit, work, max_tiles, &splits);
+    } else if (bal_ctas == 0) {
+        splits = tt__splitkv_splits(c, k->limits.sm_count, fit, (int64_t)p->batch * p->heads_kv * qblocks,
+                                    max_tiles);
     }
     if (qblocks * splits > INT32_MAX)
         return tt__fail(TT_ERR_RANGE, err, errlen, "%lld query blocks x %d splits are over the grid's limit",
                         (long long)qblocks, splits);
     pl->p.splits = splits;
-    pl->gx = (unsigned)(qblocks * splits);
+    if (bal_ctas == 0) pl->gx = (unsigned)(qblocks * splits);
     pl->p.qblocks = (int)qblocks;
     if (splits > 1) {
         const size_t rows = (size_t)splits * (size_t)p->tokens * (size_t)p->heads_q;
@@ -187,9 +220,8 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
 
 static int launch_locked(const tt__cuda *cu, plan *pl, CUstream stream, char *err, size_t errlen) {
     void *params[1] = {&pl->p};
-    CUresult r =
-        cu->LaunchKernel(pl->k->fn, pl->gx, (unsigned)pl->p.heads_kv, (unsigned)pl->p.batch,
-                         (unsigned)pl->k->threads, 1, 1, (unsigned)pl->k->smem, stream, params, NULL);
+    CUresult r = cu->LaunchKernel(pl->k->fn, pl->gx, pl->gy, pl->gz, (unsigned)pl->k->threads, 1, 1,
+                                  (unsigned)pl->k->smem, stream, params, NULL);
     if (r) return tt__cuda_fail(cu, r, "cuLaunchKernel", err, errlen);
     if (pl->p.splits > 1 && !pl->p.counters) {
         const int64_t rows = (int64_t)pl->p.tokens * pl->p.heads_q;

@@ -210,7 +210,8 @@ __device__ __forceinline__ float ld_cg(const float *a) {
  * fused merge of 32 splits at batch 1). Splits that saw no key (LSE -inf)
  * weigh 0 (their partial O is 0). A row with no key at all gets O = 0 and
  * LSE = p.lse_empty, as the single-split path. */
-__device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row, int b, int i, int h, int lane) {
+__device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row, int b, int i, int h, int lane,
+                                            int nsplit) {
     const float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
     const i64 nrows = (i64)p.tokens * p.heads_q;
     constexpr int KS = (TT_SPLITKV_MAX_SPLITS + 31) / 32;
@@ -219,7 +220,7 @@ __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row,
 #pragma unroll
     for (int k = 0; k < KS; ++k) {
         const int s = lane + 32 * k;
-        w[k] = s < p.splits ? ld_cg(p.lse_part + s * nrows + row) : neg_inf();
+        w[k] = s < nsplit ? ld_cg(p.lse_part + s * nrows + row) : neg_inf();
         mx = fmaxf(mx, w[k]);
     }
 #pragma unroll
@@ -240,11 +241,11 @@ __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row,
     float4 o[PER];
 #pragma unroll
     for (int e = 0; e < PER; ++e) o[e] = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s0 = 0; s0 < p.splits; s0 += U) {
+    for (int s0 = 0; s0 < nsplit; s0 += U) {
         float4 x[U][PER];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            const int s = min(s0 + u, p.splits - 1); /* past the end: a valid row, weight 0 */
+            const int s = min(s0 + u, nsplit - 1); /* past the end: a valid row, weight 0 */
             const float4 *src = (const float4 *)(p.o_part + (s * nrows + row) * D);
 #pragma unroll
             for (int e = 0; e < PER; ++e)
@@ -262,7 +263,7 @@ __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row,
                 const float v = __shfl_sync(0xffffffffu, w[k], s & 31);
                 if (k == (s >> 5)) ws = v;
             }
-            if (s >= p.splits) ws = 0.f;
+            if (s >= nsplit) ws = 0.f;
 #pragma unroll
             for (int e = 0; e < PER; ++e)
                 if (lane + 32 * e < C4) {
@@ -287,22 +288,29 @@ __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row,
 
 } // namespace
 
-extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_params p) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+/* What one pass of a CTA works on: query block qb of sequence b, KV head
+ * hk, as split `split` of the `nsplit` CTAs that share its keys, over key
+ * tiles [a, e) when a >= 0 (the balanced grid), else the split's share of
+ * the block's tiles. Kept in shared memory and read where used: held in
+ * registers through the main loop, a 32x128 tile spilled (the grid's own
+ * indices, which these replace, cost no register: ptxas rereads them). */
+struct Unit {
+    int b, hk, qb, split, nsplit, a, e;
+    i64 x; /* balanced: the CTA's next tile */
+};
+
+template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_params &p, unsigned char *smem, const U &un) {
+    /* read here, not hoisted out of the balanced grid's loop with all it
+     * derives (held through the body, those registers spilled tiles) */
+    int tid;
+    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
+    const int warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
     const int wm = warp / WK, wk = warp % WK;
-    const int split = (int)(blockIdx.x % (unsigned)p.splits), qb = (int)(blockIdx.x / (unsigned)p.splits);
-    /* Varlen: the last sequence first. Servers put decode sequences at the
-     * front of a packed batch and prefill chunks at the end (vLLM's
-     * decode-first reorder), and a chunk's CTAs are the long ones: issued
-     * last, they ran as a tail after everything else (1.26x the sum of the
-     * dense runs on the H200). */
-    const int hk = blockIdx.y, b = p.cu_seqlens_q ? (int)(gridDim.z - 1 - blockIdx.z) : (int)blockIdx.z;
     const int G = p.group;
-    const Seq sq = seq_of(p, b);
+    const Seq sq = seq_of(p, un.b);
     const int rows = sq.Lq * G; /* packed rows of this sequence */
-    const int pr0 = qb * BM;
+    const int pr0 = un.qb * BM;
     if (pr0 >= rows) return; /* a shorter sequence than the grid's longest */
 
     const int i_first = pr0 / G, i_last = min(sq.Lq - 1, (pr0 + BM - 1) / G);
@@ -310,8 +318,15 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
     const int min_lim = key_limit(i_first, sq.Lq, sq.Lk);
     const int n_tiles = (kv_end + BN - 1) / BN;
     /* a split past a short sequence's tiles is empty: it writes LSE -inf */
-    const int tps = p.split_tiles > 0 ? p.split_tiles : (n_tiles + p.splits - 1) / p.splits;
-    const int t_begin = split * tps, t_end = min(n_tiles, t_begin + tps);
+    int t_begin, t_end;
+    if (un.a >= 0) {
+        t_begin = un.a;
+        t_end = min(n_tiles, un.e);
+    } else {
+        const int tps = p.split_tiles > 0 ? p.split_tiles : (n_tiles + un.nsplit - 1) / un.nsplit;
+        t_begin = un.split * tps;
+        t_end = min(n_tiles, t_begin + tps);
+    }
 
     const u32 sQ = smem_u32(smem);
     const u32 sKV = sQ + Q_BYTES; /* slot s: K at sKV + 2 s T, V after it */
@@ -319,14 +334,14 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
     /* Q: BM packed rows; row r is query position (pr0 + r) / G of head
      * hk * G + (pr0 + r) % G. */
     {
-        const u16 *q = (const u16 *)p.q + b * p.q_batch_stride;
+        const u16 *q = (const u16 *)p.q + un.b * p.q_batch_stride;
 #pragma unroll
         for (int it = 0; it < (BM * CPR + NT - 1) / NT; ++it) {
             const int idx = tid + it * NT;
             if ((BM * CPR) % NT == 0 || idx < BM * CPR) {
                 const int r = idx / CPR, c = idx % CPR, pr = pr0 + r;
                 const bool ok = pr < rows;
-                const int i = pr / G, h = hk * G + pr % G;
+                const int i = pr / G, h = un.hk * G + pr % G;
                 const u16 *src = q + (i64)(sq.qoff + i) * p.q_row_stride + (i64)h * p.q_head_stride + c * 8;
                 cp_async16(sQ + r * ROW_BYTES + c * 16, ok ? src : q, ok);
             }
@@ -335,13 +350,13 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
     }
 
     const bool paged = p.block_table != 0;
-    const u16 *kb = (const u16 *)p.k + hk * p.k_head_stride;
-    const u16 *vb = (const u16 *)p.v + hk * p.v_head_stride;
+    const u16 *kb = (const u16 *)p.k + un.hk * p.k_head_stride;
+    const u16 *vb = (const u16 *)p.v + un.hk * p.v_head_stride;
     if (!paged) {
-        kb += b * p.k_batch_stride + (i64)sq.koff * p.k_row_stride;
-        vb += b * p.v_batch_stride + (i64)sq.koff * p.v_row_stride;
+        kb += un.b * p.k_batch_stride + (i64)sq.koff * p.k_row_stride;
+        vb += un.b * p.v_batch_stride + (i64)sq.koff * p.v_row_stride;
     }
-    const int *table = paged ? p.block_table + b * p.table_stride : 0;
+    const int *table = paged ? p.block_table + un.b * p.table_stride : 0;
     const int pmask = (1 << p.page_shift) - 1;
     const int Lk = sq.Lk;
     /* Tile j of keys into ring slot `slot`: each thread copies one chunk
@@ -613,29 +628,29 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
     /* Out: 8 columns a thread, coalesced. splits == 1: O (16-bit) and LSE;
      * else the split's normalized O (fp32) and LSE for the combine. */
     const float LN2 = 0.6931471805599453f;
-    const bool direct = p.splits == 1;
+    const bool direct = un.nsplit == 1;
 #pragma unroll 1
     for (int idx = tid; idx < BM * CPR; idx += NT) {
         const int r = idx / CPR, c = idx % CPR, pr = pr0 + r;
         if (pr >= rows) continue;
-        const int i = pr / G, h = hk * G + pr % G;
+        const int i = pr / G, h = un.hk * G + pr % G;
         const float *src = sO + r * OROW + c * 8;
         const float4 x0 = *(const float4 *)src, x1 = *(const float4 *)(src + 4);
         float M = neg_inf(), L = 0.f;
         if (c == 0) row_stats(sm_m, sm_l, r, sl2, M, L);
         const bool empty = M == neg_inf() || !(L > 0.f);
         if (direct) {
-            u16 *dst = (u16 *)p.o + b * p.o_batch_stride + (i64)(sq.qoff + i) * p.o_row_stride +
+            u16 *dst = (u16 *)p.o + un.b * p.o_batch_stride + (i64)(sq.qoff + i) * p.o_row_stride +
                        (i64)h * p.o_head_stride + c * 8;
             const u32 w0 = pack2(x0.x, x0.y), w1 = pack2(x0.z, x0.w), w2 = pack2(x1.x, x1.y), w3 = pack2(x1.z, x1.w);
             asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"l"(dst), "r"(w0), "r"(w1), "r"(w2), "r"(w3)
                          : "memory");
             if (c == 0 && p.lse)
-                p.lse[b * p.lse_batch_stride + (i64)h * p.lse_head_stride + (i64)(sq.qoff + i) * p.lse_row_stride] =
+                p.lse[un.b * p.lse_batch_stride + (i64)h * p.lse_head_stride + (i64)(sq.qoff + i) * p.lse_row_stride] =
                     empty ? p.lse_empty : M * p.scale + lg2(L) * LN2;
         } else {
-            const int tok = (p.cu_seqlens_q ? sq.qoff : b * p.seqlen_q) + i;
-            const i64 prow = ((i64)split * p.tokens + tok) * p.heads_q + h;
+            const int tok = (p.cu_seqlens_q ? sq.qoff : un.b * p.seqlen_q) + i;
+            const i64 prow = ((i64)un.split * p.tokens + tok) * p.heads_q + h;
             float *dst = p.o_part + prow * D + c * 8;
             *(float4 *)dst = x0;
             *(float4 *)(dst + 4) = x1;
@@ -652,8 +667,8 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
     __threadfence();
     __syncthreads();
     if (tid == 0) {
-        int *ctr = p.counters + ((i64)b * p.heads_kv + hk) * p.qblocks + qb;
-        last = atomicAdd(ctr, 1) == p.splits - 1;
+        int *ctr = p.counters + ((i64)un.b * p.heads_kv + un.hk) * p.qblocks + un.qb;
+        last = atomicAdd(ctr, 1) == un.nsplit - 1;
         if (last) *ctr = 0;
     }
     __syncthreads();
@@ -662,10 +677,69 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
     for (int r = warp; r < BM; r += NW) {
         const int pr = pr0 + r;
         if (pr >= rows) break;
-        const int i = pr / G, h = hk * G + pr % G;
-        const int tok = (p.cu_seqlens_q ? sq.qoff : b * p.seqlen_q) + i;
-        combine_row(p, (i64)tok * p.heads_q + h, b, sq.qoff + i, h, lane);
+        const int i = pr / G, h = un.hk * G + pr % G;
+        const int tok = (p.cu_seqlens_q ? sq.qoff : un.b * p.seqlen_q) + i;
+        combine_row(p, (i64)tok * p.heads_q + h, un.b, sq.qoff + i, h, lane, un.nsplit);
     }
+#endif
+}
+
+/* The one unit of the grid of query blocks x splits. Varlen: the last
+ * sequence first. Servers put decode sequences at the front of a packed
+ * batch and prefill chunks at the end (vLLM's decode-first reorder), and a
+ * chunk's CTAs are the long ones: issued last, they ran as a tail after
+ * everything else (1.26x the sum of the dense runs on the H200). */
+template <typename U> __device__ __forceinline__ void grid_unit(const tt_splitkv_params &p, U &un) {
+    un.nsplit = p.splits;
+    un.split = (int)(blockIdx.x % (unsigned)p.splits);
+    un.qb = (int)(blockIdx.x / (unsigned)p.splits);
+    un.hk = (int)blockIdx.y;
+    un.b = p.cu_seqlens_q ? (int)(gridDim.z - 1 - blockIdx.z) : (int)blockIdx.z;
+    un.a = -1;
+    un.e = 0;
+}
+
+extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_params p) {
+    extern __shared__ __align__(128) unsigned char smem[];
+#if TT_BLOCK_M <= TT_SPLITKV_BAL_MAX_BM
+    /* The balanced grid walks its tiles' units in turn (params.h); the
+     * other grid is one unit a CTA. One call site, so the body is inlined
+     * once, and no register lives across it (a 16x128 tile spilled the
+     * 8 bytes of a tile index held there): the loop's state is `un`. */
+    const bool bal = p.bal_ctas > 0;
+    __shared__ Unit un;
+    if (threadIdx.x == 0)
+        un.x = bal ? tt_skv_bal_start((i64)p.batch * p.heads_kv * p.bal_tiles, p.bal_ctas, (int)blockIdx.x) : 0;
+    for (;;) {
+        const i64 n = (i64)p.batch * p.heads_kv * p.bal_tiles;
+        const i64 x1 = bal ? tt_skv_bal_start(n, p.bal_ctas, (int)blockIdx.x + 1) : 1;
+        if (threadIdx.x == 0) {
+            const i64 x = un.x;
+            if (bal) {
+                const i64 u = x / p.bal_tiles;
+                int first;
+                un.nsplit = tt_skv_bal_span(n, p.bal_ctas, p.bal_tiles, u, &first);
+                un.split = (int)blockIdx.x - first;
+                un.b = (int)(u / p.heads_kv);
+                un.hk = (int)(u % p.heads_kv);
+                un.qb = 0;
+                un.a = (int)(x - u * p.bal_tiles);
+                un.e = (int)(min(x1, (u + 1) * p.bal_tiles) - u * p.bal_tiles);
+            } else {
+                grid_unit(p, un);
+            }
+        }
+        __syncthreads();
+        if (un.x >= x1) break; /* every thread reads it after the barrier */
+        run_unit<volatile Unit>(p, smem, un);
+        if (!bal) break;
+        __syncthreads(); /* the next unit reuses shared memory and `un` */
+        if (threadIdx.x == 0) un.x = (un.x / p.bal_tiles + 1) * p.bal_tiles; /* the next unit's first tile */
+    }
+#else
+    Unit un;
+    grid_unit(p, un);
+    run_unit(p, smem, un);
 #endif
 }
 
@@ -684,7 +758,15 @@ extern "C" __global__ void __launch_bounds__(128) tt_splitkv_combine_kernel(tt_s
     /* dense: token = b * seqlen_q + i; varlen: the packed row itself */
     const int b = p.cu_seqlens_q ? 0 : tok / p.seqlen_q;
     const int i = p.cu_seqlens_q ? tok : tok % p.seqlen_q;
-    combine_row(p, row, b, i, h, lane);
+    int nsplit = p.splits;
+    if (p.bal_ctas > 0) {
+        /* a unit one CTA held is written already */
+        const i64 n = (i64)p.batch * p.heads_kv * p.bal_tiles;
+        int first;
+        nsplit = tt_skv_bal_span(n, p.bal_ctas, p.bal_tiles, (i64)b * p.heads_kv + h / p.group, &first);
+        if (nsplit == 1) return;
+    }
+    combine_row(p, row, b, i, h, lane, nsplit);
 }
 
 #endif

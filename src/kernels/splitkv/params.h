@@ -16,7 +16,8 @@
  * (0 none, 1 top-left, 2 bottom-right: query i sees keys j <= i + Lk - Lq).
  *
  * Entries: tt_sdpa_fwd_kernel (grid: query blocks * splits, heads_kv,
- * batch; TT_WARPS * 32 threads; TT_SPLITKV_SMEM_BYTES dynamic shared memory)
+ * batch, or bal_ctas, 1, 1 when balanced; TT_WARPS * 32 threads;
+ * TT_SPLITKV_SMEM_BYTES dynamic shared memory)
  * and tt_splitkv_combine_kernel (grid: ceil(tokens * heads_q / 4); 128
  * threads), run only when splits > 1.
  */
@@ -69,11 +70,47 @@ typedef struct tt_splitkv_params {
     int split_tiles;         /* > 0: key tiles a split takes, the same for every
                                 sequence (varlen: splits follow each sequence's
                                 length); 0: each CTA's tiles over `splits` */
+    int bal_ctas;            /* > 0: the balanced grid (see below) of this many
+                                CTAs; `splits` is then the most CTAs one unit
+                                spans; 0: the grid of query blocks x splits */
+    int bal_tiles;           /* balanced: key tiles of every unit */
     float scale, scale_log2;
     float lse_empty;         /* LSE of a row that sees no key: +inf for the
                                 KV-cache and varlen entry points (flash-attn's),
                                 -inf for tt_sdpa_fwd (the dense families') */
 } tt_splitkv_params;
+
+/*
+ * The balanced grid (one query block a sequence, no varlen): the units
+ * (sequence, KV head), u = b * heads_kv + hk, each of bal_tiles key tiles,
+ * laid end to end: N = units x bal_tiles tiles, and CTA c of C = bal_ctas
+ * takes tiles [c N / C, (c + 1) N / C), crossing unit boundaries. Every
+ * CTA gets the same work within a tile, so the grid is one full wave of
+ * what fits the SMs, where splits of whole units leave SMs idle (batch 16
+ * x 8 KV heads = 128 units on 132 SMs) or a last wave part-full. A unit
+ * held by one CTA is written directly; a unit spread over several is
+ * merged from their partial results, the CTA's index among the unit's
+ * CTAs being its split. Host and device share this arithmetic.
+ */
+/* Tiles of up to this many rows hold the balanced grid's loop: in larger
+ * ones the loop's state pushed ptxas into spills (64 and 128 rows at 255
+ * registers). Decode's tiles are 16 and 32 rows. */
+#define TT_SPLITKV_BAL_MAX_BM 32
+#ifdef __CUDACC_RTC__
+#define TT_SKV_FN __device__ __forceinline__
+#else
+#define TT_SKV_FN static inline
+#endif
+/* The first tile of CTA c. */
+TT_SKV_FN tt_skv_i64 tt_skv_bal_start(tt_skv_i64 n, int ctas, int c) { return n * c / ctas; }
+/* The CTA whose range holds tile x: the largest c with start(c) <= x. */
+TT_SKV_FN int tt_skv_bal_cta(tt_skv_i64 n, int ctas, tt_skv_i64 x) { return (int)(((x + 1) * ctas - 1) / n); }
+/* Unit u's first CTA (*first) and how many CTAs hold its tiles. */
+TT_SKV_FN int tt_skv_bal_span(tt_skv_i64 n, int ctas, int tiles, tt_skv_i64 u, int *first) {
+    const int f = tt_skv_bal_cta(n, ctas, u * tiles);
+    *first = f;
+    return tt_skv_bal_cta(n, ctas, (u + 1) * tiles - 1) - f + 1;
+}
 
 /* Rows per warp (two m16 tiles, one at head_dim 256 where O would spill),
  * warps along rows and along keys. */

@@ -39,6 +39,14 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t head_dim, const 
  * variant one SM holds. */
 int tt__splitkv_splits(const tt_config *c, int sm_count, int fit, int64_t ctas, int64_t max_tiles);
 
+/* The balanced grid (splitkv/params.h) for `units` (sequence, KV head)
+ * pairs of `tiles` key tiles each, one query block a sequence: *ctas CTAs,
+ * one full wave of the same per-SM target as tt__splitkv_splits; returns
+ * the most CTAs a unit spans (the merge's splits and the workspace's), or
+ * 0 (and *ctas 0) where the split count's grid serves as well: one tile a
+ * unit, or whole units a CTA. */
+int tt__splitkv_balance(const tt_config *c, int sm_count, int fit, int64_t units, int64_t tiles, int *ctas);
+
 /* Varlen: the key tiles a split takes, the same for every sequence, so a
  * sequence gets splits in proportion to its length; from the whole batch's
  * `work_tiles` (KV heads x its key tiles) and the same per-SM target as
