@@ -24,6 +24,7 @@ import argparse
 import csv
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -44,12 +45,19 @@ def flops(B, H, L, D, causal):
 
 
 def defaults_table():
-    """(head_dim, causal) -> variant tuple of the portable (family mma)
-    default, read from src/common/defaults.c by bench/tune/analyze.py's
-    parser, so the dev backend runs exactly the shipped default."""
-    sys.path.insert(0, os.path.join(HERE, "tune"))
-    from analyze import defaults
-    return {k: v[1:] for k, v in defaults(sm90=False).items()}
+    """(head_dim, causal) -> variant tuple (block_m, block_n, warps, stages,
+    layout, q_in_regs) of the portable (family mma) prefill default: the
+    table `defaults` of src/common/defaults.c, one brace row per line, so the
+    dev backend (no libtiletune) runs exactly the shipped default."""
+    text = open(os.path.join(ROOT, "src/common/defaults.c")).read()
+    m = re.search(r"\bdefaults\[\] = \{(.*?)\n\};", text, re.S)
+    rows = {}
+    for r in re.finditer(r"\{(\d+), (\d), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\},", m.group(1) if m else ""):
+        d, c, *v = map(int, r.groups())
+        rows[(d, c)] = tuple(v)
+    if not rows:
+        raise SystemExit("src/common/defaults.c: no rows in the table `defaults`")
+    return rows
 
 
 DT_CODE = {"fp16": 0, "bf16": 1}

@@ -154,10 +154,11 @@ def device_defaults(keys, device=0, sizes=None):
 
 
 def measured_sizes(db):
-    """key -> (batch, query heads) the database's winners were measured at."""
+    """key -> (batch, query heads) the database's winners were measured at
+    (the newest winner of a key, as analyse takes it)."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     out = {}
-    for r in con.execute(f"SELECT {', '.join(KEY_COLS)}, batch, heads FROM best"):
+    for r in con.execute(f"SELECT {', '.join(KEY_COLS)}, batch, heads FROM best ORDER BY measured_at"):
         out[tuple(r[:len(KEY_COLS)])] = (r[-2], r[-1])
     con.close()
     return out

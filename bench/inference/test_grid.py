@@ -18,45 +18,20 @@ libtiletune; ctest sets it); exits 77 without it, sqlite3 or the library.
 import csv
 import math
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-SKIP = 77
+from cpu_test import build_dir, check, run_in_temp  # noqa: E402
 
+build = build_dir("TT_GRID_BUILD")
+import sqlite3  # noqa: E402
 
-def skip(why):
-    print(f"SKIP: {why}")
-    sys.exit(SKIP)
-
-
-build = os.environ.get("TT_GRID_BUILD")
-if not build or not os.path.exists(os.path.join(build, "src/tuner/tiletuned")):
-    skip("TT_GRID_BUILD does not name a build directory with tiletuned")
-try:
-    import sqlite3
-except ImportError:
-    skip("python3 has no sqlite3")
 import grid  # noqa: E402
-
-try:
-    import tiletune
-    tiletune.revision()
-except Exception as e:  # noqa: BLE001
-    skip(f"libtiletune does not load: {e}")
-
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(f"{'ok  ' if cond else 'FAIL'} {what}")
-    failures += 0 if cond else 1
+import tiletune  # noqa: E402
 
 
 def job_keys(db, job):
@@ -65,19 +40,6 @@ def job_keys(db, job):
                                           (job,))]
     con.close()
     return keys
-
-
-def main():
-    tmp = tempfile.mkdtemp(prefix="tt-test-grid.")
-    try:
-        run(tmp)
-    finally:
-        if os.environ.get("TT_GRID_KEEP"):
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print("FAILED" if failures else "PASSED")
-    return 1 if failures else 0
 
 
 def run(tmp):
@@ -233,4 +195,4 @@ def run(tmp):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_in_temp(run, "tt-test-grid.", "TT_GRID_KEEP"))

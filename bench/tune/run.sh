@@ -10,8 +10,8 @@
 # machine; analyze.py compares against the median of both sets).
 #
 #   bench/tune/run.sh BUILD OUT [GRID] [MODES] [CAP_S]
-#     BUILD  a build directory (tiletuned, tiletune, tiletune-worker, tt_lookup_bench)
-#     OUT    where databases, logs and summary.md go
+#     BUILD  a build directory (tiletuned, tiletune, tiletune-worker, libtiletune, tt_lookup_bench)
+#     OUT    where databases, logs, defaults.csv and summary.md go
 #     GRID   default (tune --default-grid, 108 keys) or "seqlen=..;hdim=..;dtype=..;causal=.."
 #     MODES  "fast exhaustive" (default)
 #     CAP_S  give a mode up after this many seconds (default 900); what
@@ -24,6 +24,9 @@ modes=${4:-fast exhaustive}
 cap=${5:-900}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
+# analyze.py writes the device's defaults here after the tunes; one left
+# by an earlier run in OUT would stand in for them
+rm -f "$out/defaults.csv"
 daemon=$build/src/tuner/tiletuned
 cli=$build/src/client/tiletune
 lb=$build/bench/lookup/tt_lookup_bench
@@ -73,5 +76,8 @@ for mode in $modes; do
     kill -TERM $dpid
     wait $dpid
 done
-python3 "$here/analyze.py" "$out" | tee "$out/summary.md"
+# analyze.py compares configs through libtiletune and asks it for the
+# device's built-in defaults (written to OUT/defaults.csv)
+TILETUNE_LIB=${TILETUNE_LIB:-$build/src/client/libtiletune.so} python3 "$here/analyze.py" "$out" |
+    tee "$out/summary.md"
 rm -rf "$run"
