@@ -75,6 +75,17 @@
 #ifndef TT_WS_SCHED
 #define TT_WS_SCHED 3
 #endif
+/* Not a knob either, and off (0) until a GPU has A/B'd it (docs/perf.md):
+ * > 0 keeps a row's running max until a tile's max passes it by more than
+ * this many powers of two (FlashAttention-4's lazy rescale). P then is at
+ * most 2^TT_WS_RESCALE_LOG2 (exact in 16 bits: fp16 holds 65504), l and O
+ * carry the same stale max, so O / l and LSE = m scale + ln l are
+ * unchanged; and a warp none of whose rows moved skips the O rescale, 64
+ * multiplies a thread a tile at d128 (128 at d256) of the softmax's ~350
+ * instructions, on a kernel whose ncu profile is issue-bound. */
+#ifndef TT_WS_RESCALE_LOG2
+#define TT_WS_RESCALE_LOG2 0
+#endif
 
 namespace {
 template <int ROWS> __device__ __forceinline__ u32 poff(int r, int c) {
@@ -324,6 +335,7 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
     u32 pa[BN / 16][4];
     float o[D / 8][4];
     float row_m[2], row_l[2], alpha[2];
+    bool rescale = true; /* some row of the warp moved its max: O *= alpha */
     int m0, h, b;
     u32 sQ = sQ0;
 
@@ -355,8 +367,42 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
     auto softmax = [&](int j) {
         const int n0 = j * BN;
         if (tile_needs_mask(n0, m0 + wr, Lk, diag)) mask_tile(s, n0, m0 + wr, Lk, diag, g, t);
+#if TT_WS_RESCALE_LOG2 > 0
+        bool moved = false;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = row_m[r];
+#pragma unroll
+            for (int n = 0; n < BN / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            /* a first visible key always moves it (alpha 0: O and l are 0) */
+            const bool up = row_m[r] == neg_inf() ? mx != neg_inf()
+                                                  : (mx - row_m[r]) * sl2 > (float)TT_WS_RESCALE_LOG2;
+            alpha[r] = 1.f;
+            if (up) {
+                alpha[r] = ex2((row_m[r] - mx) * sl2);
+                row_m[r] = mx;
+            }
+            moved |= up;
+            /* no visible key yet: max -inf, subtract 0 so exp2 gives 0 */
+            const float ms = row_m[r] == neg_inf() ? 0.f : row_m[r] * sl2;
+            float sum = 0.f;
+#pragma unroll
+            for (int n = 0; n < BN / 8; ++n) {
+                const float p0 = ex2(fmaf(s[n][2 * r], sl2, -ms));
+                const float p1 = ex2(fmaf(s[n][2 * r + 1], sl2, -ms));
+                s[n][2 * r] = p0;
+                s[n][2 * r + 1] = p1;
+                sum += p0 + p1;
+            }
+            row_l[r] = row_l[r] * alpha[r] + sum;
+        }
+        rescale = __any_sync(0xffffffffu, moved);
+#else
 #pragma unroll
         for (int r = 0; r < 2; ++r) alpha[r] = softmax_row(s, r, row_m[r], row_l[r], sl2);
+#endif
     };
     /* P V of tile jv (global count) done: O rescaled by the latest alpha,
      * the latest P into A fragments, V slot of jv (if >= 0) freed. */
@@ -364,10 +410,12 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
         wg_wait<0>();
         reg_fence(o);
         reg_fence(pa);
+        if (!TT_WS_RESCALE_LOG2 || rescale) {
 #pragma unroll
-        for (int i = 0; i < D / 8; ++i)
+            for (int i = 0; i < D / 8; ++i)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) o[i][e] *= alpha[e >> 1];
+                for (int e = 0; e < 4; ++e) o[i][e] *= alpha[e >> 1];
+        }
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) p_fragment(s, kk, pa[kk]);
         if (jv >= 0 && leader) mbar_arrive(TT_BAR(3, jv % ST));
