@@ -83,6 +83,15 @@
  * unchanged; and a warp none of whose rows moved skips the O rescale, 64
  * multiplies a thread a tile at d128 (128 at d256) of the softmax's ~350
  * instructions, on a kernel whose ncu profile is issue-bound. */
+/* Not a knob, and off (0) until a GPU has A/B'd it: 1 issues K_{j+1}
+ * before V_j (FlashAttention-3's producer order). In K, V order the
+ * producer reaches K_{j+1} only after V_j's slot is free, which with two
+ * stages is at the top of turn j (V_{j-2} released there, after the wait
+ * for K_j): K_{j+1} has one turn to land. K first issues it once S_{j-1}
+ * freed its slot, a turn earlier (docs/perf.md, ws). */
+#ifndef TT_WS_K_FIRST
+#define TT_WS_K_FIRST 0
+#endif
 #ifndef TT_WS_RESCALE_LOG2
 #define TT_WS_RESCALE_LOG2 0
 #endif
@@ -305,6 +314,24 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
 #pragma unroll
                 for (int pn = 0; pn < PANELS; ++pn)
                     tma_load(sQ0 + q * Q_BYTES + pn * BM * 128, tmQ, pn * 64, m0, h, b, TT_FULLQ(q));
+#if TT_WS_K_FIRST
+                /* K or V (kind 0 or 2) of key tile j into the slot of the
+                 * i-th tile, once the consumers freed it */
+                auto load = [&](int kind, int j, int i) {
+                    const int s = i % ST;
+                    mbar_wait(TT_BAR(kind + 1, s), ((i / ST) & 1) ^ 1);
+                    mbar_expect_tx(TT_BAR(kind, s), T_BYTES);
+                    const u32 dst = (kind ? sV : sK) + s * T_BYTES;
+#pragma unroll
+                    for (int pn = 0; pn < PANELS; ++pn)
+                        tma_load(dst + pn * BN * 128, kind ? tmV : tmK, pn * 64, j * BN, hkv, b, TT_BAR(kind, s));
+                };
+                if (n_tiles > 0) load(0, 0, it);
+                for (int j = 0; j < n_tiles; ++j, ++it) {
+                    if (j + 1 < n_tiles) load(0, j + 1, it + 1);
+                    load(2, j, it);
+                }
+#else
                 for (int j = 0; j < n_tiles; ++j, ++it) {
                     const int s = it % ST;
                     const u32 ph = ((it / ST) & 1) ^ 1;
@@ -319,6 +346,7 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
                     for (int pn = 0; pn < PANELS; ++pn)
                         tma_load(sV + s * T_BYTES + pn * BN * 128, tmV, pn * 64, j * BN, hkv, b, TT_BAR(2, s));
                 }
+#endif
             }
         }
         return;
