@@ -156,13 +156,20 @@ static const struct splitkv_row splitkv_sm90[] = {
  * 128x176 persistent (d64; the prefill row 192x128 was 1.05-1.43x slower)
  * at 512; with fewer CTAs (batch 1-2, 64 tokens: 32-64 CTAs) splitkv's
  * split keys won. Decode of group 1 over 1024 keys: wgmma 1.15-1.20x
- * faster (nothing to split, no group to pack). */
+ * faster (nothing to split, no group to pack). Over long caches the
+ * 64-token winners take 192-key tiles (fewer, longer K/V steps): d64 at
+ * 16k and 32k keys (64x128 won at 1k and 4k), d128 at 32k (1.21x faster
+ * than 64x64, which won at 1k, 4k and 16k). */
 static const struct short_row chunk_dense_sm90[] = {
     /* seqlen_q_max, seqlen_k_max, family, {d, c, bm, bn, w, st, layout, q_in_regs} */
-    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {64, 0, 64, 128, 4, 2, 1, 0}},
-    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {64, 1, 64, 128, 4, 2, 1, 0}},
-    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {128, 0, 64, 64, 4, 2, 1, 0}},
-    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {128, 1, 64, 64, 4, 2, 1, 0}},
+    {64, 4096, TT_FAMILY_WGMMA, {64, 0, 64, 128, 4, 2, 1, 0}},
+    {64, 4096, TT_FAMILY_WGMMA, {64, 1, 64, 128, 4, 2, 1, 0}},
+    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {64, 0, 64, 192, 4, 2, 1, 0}},
+    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {64, 1, 64, 192, 4, 2, 1, 0}},
+    {64, 16384, TT_FAMILY_WGMMA, {128, 0, 64, 64, 4, 2, 1, 0}},
+    {64, 16384, TT_FAMILY_WGMMA, {128, 1, 64, 64, 4, 2, 1, 0}},
+    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {128, 0, 64, 192, 4, 2, 1, 0}},
+    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {128, 1, 64, 192, 4, 2, 1, 0}},
     {TT_SEQLEN_MAX, TT_SEQLEN_MAX, TT_FAMILY_WS, {64, 0, 128, 176, 12, 2, 0, 1}},
     {TT_SEQLEN_MAX, TT_SEQLEN_MAX, TT_FAMILY_WS, {64, 1, 128, 176, 12, 2, 0, 1}},
 };

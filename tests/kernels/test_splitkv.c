@@ -411,6 +411,22 @@ TEST(chunk_default_follows_the_batch) {
     ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
 }
 
+/* A 64-token chunk that fills the GPU over a long cache takes 192-key
+ * tiles (the inference grid's winners: d64 from 16k keys, d128 at 32k),
+ * shorter caches the 128- (d64) and 64-key (d128) tiles. */
+TEST(long_cache_chunk_takes_longer_key_tiles) {
+    const struct {
+        int d, lk, bn;
+    } rows[] = {{64, 1024, 128}, {64, 4096, 128},  {64, 16384, 192},  {64, 131072, 192},
+                {128, 4096, 64}, {128, 16384, 64}, {128, 32768, 192}, {128, 131072, 192}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const tt_config c = default_at(90, rows[i].d, 64, rows[i].lk, 8, 8, 32);
+        ASSERT_EQ(c.family, TT_FAMILY_WGMMA);
+        ASSERT_EQ(c.block_m, 64);
+        ASSERT_EQ(c.block_n, rows[i].bn);
+    }
+}
+
 TEST(space_is_legal_and_sized) {
     tt__device_limits d;
     ASSERT_OK(tt__device_limits_nominal(90, &d));
