@@ -168,6 +168,7 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
      * per-sequence lengths only shorten some units: their CTAs skip the
      * tiles past the end): the balanced grid, when it is one. */
     int bal_ctas = 0;
+    pl->p.bal_ctas = pl->p.bal_tiles = 0; /* the plan's to set, whatever the caller left */
     if (balance_grid && total_k == 0 && qblocks == 1 && c->block_m <= TT_SPLITKV_BAL_MAX_BM) {
         /* the tiles the kernel visits for the block's last row: top-left
          * causal stops at key seqlen_q - 1 */
