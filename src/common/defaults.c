@@ -147,6 +147,19 @@ static const struct splitkv_row splitkv_sm90[] = {
     {128, 128, 128, 64, 8, 2, 0, 0},
     {128, 256, 128, 32, 8, 2, 0, 0},
 };
+/* sm_90 decode over few keys (at most SHORT_KEYS_MAX): the 32-row class
+ * (8 tokens of group 4, 4 of group 8) takes the 16-row tile with 8 warps,
+ * half the rows a CTA and twice the CTAs where 1024 keys leave little to
+ * split. The inference grid's winner at three of its four such keys; the
+ * 32x128 row was 1.21-1.23x slower at 8 tokens of group 4, 1.03-1.04x at 4
+ * of group 8. */
+static const struct splitkv_row splitkv_sm90_short_keys[] = {
+    /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
+    {32, 64, 16, 128, 8, 4, 1, 0},
+    {32, 128, 16, 128, 8, 3, 1, 0},
+};
+#define SHORT_KEYS_MAX 1024
+
 /* sm_90 chunks' dense rows: past splitkv's rows, and where the call's
  * dense tiles fill the GPU (tt__sdpa_device_default_at: batch x query
  * heads x 64-row blocks >= 3/4 of the SMs; so does a group-1 decode over
@@ -173,8 +186,13 @@ static const struct short_row chunk_dense_sm90[] = {
     {TT_SEQLEN_MAX, TT_SEQLEN_MAX, TT_FAMILY_WS, {64, 0, 128, 176, 12, 2, 0, 1}},
     {TT_SEQLEN_MAX, TT_SEQLEN_MAX, TT_FAMILY_WS, {64, 1, 128, 176, 12, 2, 0, 1}},
 };
-/* the most keys a group-1 decode key may have to run the rows above */
+/* the most keys a decode key may have to run the rows above: one token a
+ * row of group 1, or 16 tokens of any group (the inference grid's winners
+ * at 16 tokens of groups 4 and 8 over 1024 keys: wgmma 64x64 at d128, 1.10-
+ * 1.17x faster than splitkv's 64- and 128-row tiles, and 64x128 at d64
+ * with group 8, 1.25x) */
 #define DECODE_DENSE_SEQLEN_K_MAX 1024
+#define DECODE_DENSE_GROUPED_SEQLEN_Q 16
 
 /* clang-format on */
 
@@ -195,11 +213,14 @@ typedef struct regime_table {
     int64_t skv_rows_max;
     const struct short_row *shorts;
     size_t n_shorts;
+    const struct splitkv_row *skv_short; /* the 32-row class over few keys, or NULL */
+    size_t n_skv_short;
 } regime_table;
 #define ROWS(r) r, sizeof r / sizeof r[0]
 #define NO_ALT NULL, 0, 0
 #define NO_SKV NULL, 0, 0
 #define NO_SHORTS NULL, 0
+#define NO_SKV_SHORT NULL, 0
 /* Decode (seqlen_q <= 16) always runs splitkv: no dense tile fits one
  * token. On sm_90 chunks run it up to 1024 packed rows (256 tokens of
  * group 4) and ws past that: on the H200 (docs/perf.md, inference) a
@@ -208,23 +229,25 @@ typedef struct regime_table {
  * ws (splitkv's mma.sync is the slower tensor path once the query blocks
  * fill the GPU). Elsewhere splitkv has no faster dense family beside it. */
 static const regime_table portable[] = {
-    [TT_REGIME_DECODE] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, ROWS(splitkv_portable), INT64_MAX,
-                          NO_SHORTS},
-    [TT_REGIME_CHUNK] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, ROWS(splitkv_portable), INT64_MAX, NO_SHORTS},
-    [TT_REGIME_PREFILL] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, NO_SKV, NO_SHORTS},
+    [TT_REGIME_DECODE] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, ROWS(splitkv_portable), INT64_MAX, NO_SHORTS,
+                          NO_SKV_SHORT},
+    [TT_REGIME_CHUNK] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, ROWS(splitkv_portable), INT64_MAX, NO_SHORTS,
+                         NO_SKV_SHORT},
+    [TT_REGIME_PREFILL] = {ROWS(defaults), TT_FAMILY_MMA, NO_ALT, NO_SKV, NO_SHORTS, NO_SKV_SHORT},
 };
 static const regime_table sm90[] = {
     [TT_REGIME_DECODE] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
-                          ROWS(splitkv_sm90), INT64_MAX, NO_SHORTS},
+                          ROWS(splitkv_sm90), INT64_MAX, NO_SHORTS, ROWS(splitkv_sm90_short_keys)},
     [TT_REGIME_CHUNK] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
-                         ROWS(splitkv_sm90), 1024, ROWS(chunk_dense_sm90)},
+                         ROWS(splitkv_sm90), 1024, ROWS(chunk_dense_sm90), ROWS(splitkv_sm90_short_keys)},
     [TT_REGIME_PREFILL] = {ROWS(defaults_sm90), TT_FAMILY_WS, ROWS(defaults_sm90_wgmma), TT_FAMILY_WGMMA,
-                           NO_SKV, ROWS(short_sm90)},
+                           NO_SKV, ROWS(short_sm90), NO_SKV_SHORT},
 };
 #undef ROWS
 #undef NO_ALT
 #undef NO_SKV
 #undef NO_SHORTS
+#undef NO_SKV_SHORT
 
 static int dense_row(const struct default_row *rows, size_t n, int32_t family, const tt_key_v2 *key,
                      tt_config *out) {
@@ -272,10 +295,21 @@ static int splitkv_row(const struct splitkv_row *rows, size_t n, int64_t packed,
 }
 
 #define ROWS_OF(r) r, sizeof r / sizeof r[0]
+/* The table's splitkv row for `packed` rows over `seqlen_k` keys: its
+ * few-keys rows for the 32-row class, else its rows by packed rows. */
+static int splitkv_row_keys(const regime_table *t, int64_t packed, int64_t seqlen_k, int32_t head_dim,
+                            tt_config *out) {
+    if (t->skv_short && packed > 16 && packed <= 32 && seqlen_k > 0 && seqlen_k <= SHORT_KEYS_MAX &&
+        splitkv_row(t->skv_short, t->n_skv_short, packed, head_dim, out) == 0)
+        return 0;
+    return splitkv_row(t->skv, t->n_skv, packed, head_dim, out);
+}
+
 static int from_table(const regime_table *t, const tt_key_v2 *key, tt_config *out) {
     const int64_t packed = key->seqlen_q * (int64_t)(key->group > 1 ? key->group : 1);
     /* head dims splitkv does not serve (96) take the dense rows */
-    if (t->skv && packed <= t->skv_rows_max && splitkv_row(t->skv, t->n_skv, packed, key->head_dim, out) == 0)
+    if (t->skv && packed <= t->skv_rows_max &&
+        splitkv_row_keys(t, packed, key->seqlen_k, key->head_dim, out) == 0)
         return 0;
     /* ws's bottom-right mask takes seqlen_q <= seqlen_k only */
     if (t->alt && key->causal == TT_CAUSAL_BOTTOM_RIGHT && key->seqlen_q > key->seqlen_k &&
@@ -325,17 +359,18 @@ int tt__config_default_other(const tt_key_v2 *key, int32_t arch, int32_t not_fam
     return 0;
 }
 
-int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int32_t head_dim, tt_config *out) {
+int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int64_t seqlen_k, int32_t head_dim,
+                               tt_config *out) {
     if (!out) return TT_ERR_INVAL;
-    if (arch == 90) return splitkv_row(ROWS_OF(splitkv_sm90), packed_rows, head_dim, out);
+    if (arch == 90) return splitkv_row_keys(&sm90[TT_REGIME_DECODE], packed_rows, seqlen_k, head_dim, out);
     return splitkv_row(ROWS_OF(splitkv_portable), packed_rows, head_dim, out);
 }
 
 int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, tt_config *out) {
     if (!key || !out) return TT_ERR_INVAL;
     const tt__regime rg = tt__key_regime(key);
-    const int decode_dense =
-        rg == TT_REGIME_DECODE && key->group <= 1 && key->seqlen_k <= DECODE_DENSE_SEQLEN_K_MAX;
+    const int decode_dense = rg == TT_REGIME_DECODE && key->seqlen_k <= DECODE_DENSE_SEQLEN_K_MAX &&
+                             (key->group <= 1 || key->seqlen_q >= DECODE_DENSE_GROUPED_SEQLEN_Q);
     if (arch != 90 || (rg != TT_REGIME_CHUNK && !decode_dense)) return TT_ERR_UNSUPPORTED;
     /* the chunk table without its splitkv rows */
     regime_table t = sm90[TT_REGIME_CHUNK];

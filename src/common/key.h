@@ -63,13 +63,15 @@ int tt__config_default_sm90(const tt_key_v2 *key, tt_config *out);
  * row; 0 or TT_ERR_UNSUPPORTED. */
 int tt__config_default_other(const tt_key_v2 *key, int32_t arch, int32_t not_family, tt_config *out);
 /* sm_`arch`'s dense default for a key whose call fills the GPU with dense
- * tiles (the caller knows the batch; the key does not): chunks, and group-1
- * decode over few keys. 0, or TT_ERR_UNSUPPORTED where the arch has none or
+ * tiles (the caller knows the batch; the key does not): chunks, and decode
+ * over few keys of group 1 or of 16 tokens. 0, or TT_ERR_UNSUPPORTED where the arch has none or
  * the key is neither (splitkv stays). */
 int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, tt_config *out);
 /* The splitkv default of `arch` (90: sm_90's rows, else the portable
- * ones) for `packed_rows` (seqlen_q x GQA group) at head_dim. */
-int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int32_t head_dim, tt_config *out);
+ * ones) for `packed_rows` (seqlen_q x GQA group) over `seqlen_k` keys (the
+ * longest sequence's) at head_dim. */
+int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int64_t seqlen_k, int32_t head_dim,
+                               tt_config *out);
 /*
  * The floating-point work of one attention forward, 4 * batch * heads *
  * pairs * head_dim, pairs being the (query, key) pairs computed. Causal

@@ -411,6 +411,39 @@ TEST(chunk_default_follows_the_batch) {
     ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
 }
 
+/* Decode over few keys (the inference grid's winners at 1024 keys): the
+ * 32-row class takes the 16-row tile with 8 warps, in tt_sdpa_fwd and in
+ * the KV-cache default alike; 16 tokens of a group go dense once the call
+ * fills the GPU. Past 1024 keys the rows by packed rows stay. */
+TEST(decode_over_few_keys) {
+    tt_config c = default_at(90, 128, 8, 1024, 4, 8, 32); /* 32 rows */
+    ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_m == 16 && c.block_n == 128 && c.warps == 8);
+    c = default_at(90, 64, 4, 1024, 8, 1, 32);
+    ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_m == 16 && c.block_n == 128 && c.warps == 8);
+    c = default_at(90, 128, 8, 4096, 4, 8, 32);
+    ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_m == 32);
+    c = default_at(80, 128, 8, 1024, 4, 8, 32); /* sm_90's rows only */
+    ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_m == 32);
+    tt_config k;
+    ASSERT_OK(tt__splitkv_default(32, 1024, 128, NULL, &k));
+    ASSERT(k.block_m == 16 && k.warps == 8);
+    ASSERT_OK(tt__splitkv_default(32, 4096, 128, NULL, &k));
+    ASSERT_EQ(k.block_m, 32);
+    ASSERT_OK(tt__splitkv_default(16, 1024, 128, NULL, &k)); /* one token of group 16: its own row */
+    ASSERT(k.block_m == 16 && k.warps == 4);
+    /* 16 tokens of group 4: 256 CTAs fill the GPU, 32 do not */
+    c = default_at(90, 128, 16, 1024, 4, 8, 32);
+    ASSERT(c.family == TT_FAMILY_WGMMA && c.block_m == 64 && c.block_n == 64);
+    c = default_at(90, 64, 16, 1024, 8, 8, 32);
+    ASSERT(c.family == TT_FAMILY_WGMMA && c.block_n == 128);
+    c = default_at(90, 128, 16, 1024, 4, 1, 32);
+    ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+    c = default_at(90, 128, 16, 4096, 4, 8, 32);
+    ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+    c = default_at(90, 128, 8, 1024, 4, 8, 32); /* 8 tokens of a group stay on splitkv */
+    ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+}
+
 /* A 64-token chunk that fills the GPU over a long cache takes 192-key
  * tiles (the inference grid's winners: d64 from 16k keys, d128 at 32k),
  * shorter caches the 128- (d64) and 64-key (d128) tiles. */

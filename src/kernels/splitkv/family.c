@@ -87,13 +87,12 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__dev
         tt__device_limits_nominal(90, &nominal);
         dev = &nominal;
     }
-    (void)seqlen_k;
     /* this arch's row (src/common/defaults.c), else the portable one, else
      * a tile that fits any sm_80+ at every head dim */
     tt_config cand[3];
     size_t n = 0;
-    if (tt__config_default_splitkv(dev->arch, rows, d, &cand[n]) == 0) n++;
-    if (tt__config_default_splitkv(0, rows, d, &cand[n]) == 0) n++;
+    if (tt__config_default_splitkv(dev->arch, rows, seqlen_k, d, &cand[n]) == 0) n++;
+    if (tt__config_default_splitkv(0, rows, seqlen_k, d, &cand[n]) == 0) n++;
     make(&cand[n++], 16, 32, 2, 2, 0, 0);
     for (size_t i = 0; i < n; i++)
         if (tt__variant_check(&cand[i], d, dev, NULL, 0) == 0) {
