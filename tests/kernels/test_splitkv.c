@@ -79,21 +79,22 @@ TEST(defaults_are_legal_everywhere) {
     for (int a = 0; a < 3; a++) {
         tt__device_limits d;
         ASSERT_OK(tt__device_limits_nominal(arch[a], &d));
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 8; i++) /* over 4096 keys, then 1024 (the few-keys rows) */
             for (int r = 0; r < 7; r++) {
                 tt_config c;
-                ASSERT_OK(tt__splitkv_default(rows[r], 4096, dims[i], &d, &c));
+                ASSERT_OK(tt__splitkv_default(rows[r], i < 4 ? 4096 : 1024, dims[i % 4], &d, &c));
                 char err[256];
-                if (tt__variant_check(&c, dims[i], &d, err, sizeof err) < 0)
-                    TT_FAIL_AT("sm_%d d%d rows %lld: %s", arch[a], dims[i], (long long)rows[r], err);
+                if (tt__variant_check(&c, dims[i % 4], &d, err, sizeof err) < 0)
+                    TT_FAIL_AT("sm_%d d%d rows %lld: %s", arch[a], dims[i % 4], (long long)rows[r], err);
                 /* a decode tile holds the rows without a 4x larger one */
                 if (rows[r] <= 64 && c.block_m > 16 && c.block_m >= 2 * rows[r] && c.block_m != 16)
                     TT_FAIL_AT("rows %lld got block_m %d", (long long)rows[r], (int)c.block_m);
                 /* a paged cache's default is as legal, and never deeper */
                 tt_config pc = c;
                 tt__splitkv_default_paged(&pc);
-                if (tt__variant_check(&pc, dims[i], &d, err, sizeof err) < 0)
-                    TT_FAIL_AT("sm_%d d%d rows %lld paged: %s", arch[a], dims[i], (long long)rows[r], err);
+                if (tt__variant_check(&pc, dims[i % 4], &d, err, sizeof err) < 0)
+                    TT_FAIL_AT("sm_%d d%d rows %lld paged: %s", arch[a], dims[i % 4], (long long)rows[r],
+                               err);
                 ASSERT(pc.stages <= c.stages && pc.block_m == c.block_m && pc.block_n == c.block_n);
                 if (c.block_m == 16) ASSERT_EQ(pc.stages, 2);
             }
