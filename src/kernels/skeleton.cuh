@@ -267,20 +267,20 @@ __device__ __forceinline__ void mask_tile(float (&s)[BN / 8][4], int n0, int row
         }
 }
 
-/* Online softmax of row r (g or g + 8) of a 16-row S fragment, exp2 domain:
- * P replaces S, the row's max m and sum l move on; returns the factor the
- * row's O must be scaled by. */
-__device__ __forceinline__ float softmax_row(float (&s)[BN / 8][4], int r, float &m, float &l, float sl2) {
+/* Row r (g or g + 8) of a 16-row S fragment: its max over the tile and
+ * the running max m, across the quad that holds the row. */
+__device__ __forceinline__ float row_max(const float (&s)[BN / 8][4], int r, float m) {
     float mx = m;
 #pragma unroll
     for (int n = 0; n < BN / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    /* A row with no visible key yet keeps max -inf: subtract 0 so exp2
-     * gives 0, never NaN. */
-    const float ms = (mx == neg_inf()) ? 0.f : mx * sl2;
-    const float alpha = ex2(m * sl2 - ms);
-    m = mx;
+    return mx;
+}
+
+/* P = exp2(S scale - ms) replaces row r of S; returns this thread's part
+ * of the row's sum. */
+__device__ __forceinline__ float row_exp2(float (&s)[BN / 8][4], int r, float ms, float sl2) {
     float sum = 0.f;
 #pragma unroll
     for (int n = 0; n < BN / 8; ++n) {
@@ -299,7 +299,20 @@ __device__ __forceinline__ float softmax_row(float (&s)[BN / 8][4], int r, float
 #endif
         sum += p0 + p1;
     }
-    l = l * alpha + sum;
+    return sum;
+}
+
+/* Online softmax of row r (g or g + 8) of a 16-row S fragment, exp2 domain:
+ * P replaces S, the row's max m and sum l move on; returns the factor the
+ * row's O must be scaled by. */
+__device__ __forceinline__ float softmax_row(float (&s)[BN / 8][4], int r, float &m, float &l, float sl2) {
+    const float mx = row_max(s, r, m);
+    /* A row with no visible key yet keeps max -inf: subtract 0 so exp2
+     * gives 0, never NaN. */
+    const float ms = (mx == neg_inf()) ? 0.f : mx * sl2;
+    const float alpha = ex2(m * sl2 - ms);
+    m = mx;
+    l = l * alpha + row_exp2(s, r, ms, sl2);
     return alpha;
 }
 

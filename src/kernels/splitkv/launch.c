@@ -161,8 +161,6 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
     const int64_t max_tiles = ((int64_t)p->seqlen_k + c->block_n - 1) / c->block_n;
     int splits;
     const int fit = ctas_per_sm(k);
-    pl->gy = (unsigned)p->heads_kv;
-    pl->gz = (unsigned)p->batch;
     pthread_once(&balance_once, balance_read);
     /* One query block a sequence, the same keys for all (a KV cache's
      * per-sequence lengths only shorten some units: their CTAs skip the
@@ -181,25 +179,27 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
             splits = s;
             pl->p.bal_ctas = bal_ctas;
             pl->p.bal_tiles = (int)tiles;
-            pl->gx = (unsigned)bal_ctas;
-            pl->gy = pl->gz = 1;
         }
     }
-    if (bal_ctas == 0 && total_k > 0) {
-        /* varlen: the host knows the batch's keys, not each sequence's;
-         * one tiles-per-split for all gives each its share of the splits
-         * (each sequence counted as one query block of tiles) */
-        const int64_t work = (int64_t)p->heads_kv * ((total_k + c->block_n - 1) / c->block_n + p->batch);
-        pl->p.split_tiles = tt__splitkv_split_tiles(c, k->limits.sm_count, fit, work, max_tiles, &splits);
-    } else if (bal_ctas == 0) {
-        splits = tt__splitkv_splits(c, k->limits.sm_count, fit, (int64_t)p->batch * p->heads_kv * qblocks,
-                                    max_tiles);
+    if (bal_ctas == 0) {
+        if (total_k > 0) {
+            /* varlen: the host knows the batch's keys, not each sequence's;
+             * one tiles-per-split for all gives each its share of the
+             * splits (each sequence counted as one query block of tiles) */
+            const int64_t work = (int64_t)p->heads_kv * ((total_k + c->block_n - 1) / c->block_n + p->batch);
+            pl->p.split_tiles = tt__splitkv_split_tiles(c, k->limits.sm_count, fit, work, max_tiles, &splits);
+        } else {
+            splits = tt__splitkv_splits(c, k->limits.sm_count, fit, (int64_t)p->batch * p->heads_kv * qblocks,
+                                        max_tiles);
+        }
     }
     if (qblocks * splits > INT32_MAX)
         return tt__fail(TT_ERR_RANGE, err, errlen, "%lld query blocks x %d splits are over the grid's limit",
                         (long long)qblocks, splits);
     pl->p.splits = splits;
-    if (bal_ctas == 0) pl->gx = (unsigned)(qblocks * splits);
+    pl->gx = bal_ctas > 0 ? (unsigned)bal_ctas : (unsigned)(qblocks * splits);
+    pl->gy = bal_ctas > 0 ? 1u : (unsigned)p->heads_kv;
+    pl->gz = bal_ctas > 0 ? 1u : (unsigned)p->batch;
     pl->p.qblocks = (int)qblocks;
     if (splits > 1) {
         const size_t rows = (size_t)splits * (size_t)p->tokens * (size_t)p->heads_q;

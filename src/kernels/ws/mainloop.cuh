@@ -399,11 +399,7 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
         bool moved = false;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            float mx = row_m[r];
-#pragma unroll
-            for (int n = 0; n < BN / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float mx = row_max(s, r, row_m[r]);
             /* a first visible key always moves it (alpha 0: O and l are 0) */
             const bool up = row_m[r] == neg_inf() ? mx != neg_inf()
                                                   : (mx - row_m[r]) * sl2 > (float)TT_WS_RESCALE_LOG2;
@@ -415,16 +411,7 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
             moved |= up;
             /* no visible key yet: max -inf, subtract 0 so exp2 gives 0 */
             const float ms = row_m[r] == neg_inf() ? 0.f : row_m[r] * sl2;
-            float sum = 0.f;
-#pragma unroll
-            for (int n = 0; n < BN / 8; ++n) {
-                const float p0 = ex2(fmaf(s[n][2 * r], sl2, -ms));
-                const float p1 = ex2(fmaf(s[n][2 * r + 1], sl2, -ms));
-                s[n][2 * r] = p0;
-                s[n][2 * r + 1] = p1;
-                sum += p0 + p1;
-            }
-            row_l[r] = row_l[r] * alpha[r] + sum;
+            row_l[r] = row_l[r] * alpha[r] + row_exp2(s, r, ms, sl2);
         }
         rescale = __any_sync(0xffffffffu, moved);
 #else
