@@ -75,25 +75,27 @@
 #ifndef TT_WS_SCHED
 #define TT_WS_SCHED 3
 #endif
-/* Not a knob either, and off (0) until a GPU has A/B'd it (docs/perf.md):
- * > 0 keeps a row's running max until a tile's max passes it by more than
- * this many powers of two (FlashAttention-4's lazy rescale). P then is at
- * most 2^TT_WS_RESCALE_LOG2 (exact in 16 bits: fp16 holds 65504), l and O
+/* Not a knob either: > 0 keeps a row's running max until a tile's max
+ * passes it by more than this many powers of two (FlashAttention-4's lazy
+ * rescale; 0 rescales at every new max). P then is at most
+ * 2^TT_WS_RESCALE_LOG2 (exact in 16 bits: fp16 holds 65504), l and O
  * carry the same stale max, so O / l and LSE = m scale + ln l are
  * unchanged; and a warp none of whose rows moved skips the O rescale, 64
  * multiplies a thread a tile at d128 (128 at d256) of the softmax's ~350
- * instructions, on a kernel whose ncu profile is issue-bound. */
-/* Not a knob, and off (0) until a GPU has A/B'd it: 1 issues K_{j+1}
- * before V_j (FlashAttention-3's producer order). In K, V order the
- * producer reaches K_{j+1} only after V_j's slot is free, which with two
- * stages is at the top of turn j (V_{j-2} released there, after the wait
- * for K_j): K_{j+1} has one turn to land. K first issues it once S_{j-1}
- * freed its slot, a turn earlier (docs/perf.md, ws). */
+ * instructions, on a kernel whose ncu profile is issue-bound. The H200
+ * A/B against 0 (docs/perf.md, ws): +1-5% at d128, +4-13% at d256. */
+/* Not a knob: 1 issues K_{j+1} before V_j (FlashAttention-3's producer
+ * order). In K, V order the producer reaches K_{j+1} only after V_j's
+ * slot is free, which with two stages is at the top of turn j (V_{j-2}
+ * released there, after the wait for K_j): K_{j+1} has one turn to land.
+ * K first issues it once S_{j-1} freed its slot, a turn earlier. On at
+ * d256 only: with the lazy rescale on, the H200 A/B (docs/perf.md, ws)
+ * read +2-8% at d256, and -6..+5% (noise around nothing) at d64, d128. */
 #ifndef TT_WS_K_FIRST
-#define TT_WS_K_FIRST 0
+#define TT_WS_K_FIRST (TT_HEAD_DIM == 256)
 #endif
 #ifndef TT_WS_RESCALE_LOG2
-#define TT_WS_RESCALE_LOG2 0
+#define TT_WS_RESCALE_LOG2 8
 #endif
 
 namespace {
