@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 KDIR = os.path.join(ROOT, "src", "kernels")
 SRC = os.path.join(KDIR, "sdpa.cu")
-HEADERS = ("sdpa_params.h", "skeleton.cuh", "ws/mainloop.cuh", "ws/wrappers.cuh", "wgmma/wrappers.cuh")
+HEADERS = ("sdpa_params.h", "skeleton.cuh", "ws/mainloop.cuh", "ws/wrappers.cuh", "ws/sched.h", "wgmma/wrappers.cuh")
 
 # (head_dim) -> [(block_n, consumers, stages, pingpong, overlap, persistent)]
 SPACE = {

@@ -11,11 +11,14 @@
 #include "common/key.h"
 #include "kernels/cuda_api.h"
 #include "kernels/family.h"
+#include "kernels/ws/sched.h"
 
 extern const char tt_ws_mainloop_source[];
 extern const unsigned long tt_ws_mainloop_source_len;
 extern const char tt_ws_wrappers_source[];
 extern const unsigned long tt_ws_wrappers_source_len;
+extern const char tt_ws_sched_header[];
+extern const unsigned long tt_ws_sched_header_len;
 
 /* A producer warpgroup and 1..3 consumer warpgroups of 64 rows; S = Q K^T
  * is N = block_n wide (a multiple of 16 in 64..192: the wrappers that
@@ -151,9 +154,9 @@ static int launch_extra(const tt__variant *v, const tt_sdpa_params *p, tt__launc
     x->n = 4;
     if (c->q_in_regs) { /* persistent */
         const int64_t tiles = (int64_t)x->grid[0] * x->grid[1] * x->grid[2];
-        if (tiles > INT32_MAX)
+        if (tiles > TT_WS_MAX_TILES)
             return tt__fail(TT_ERR_RANGE, err, errlen,
-                            "%lld work tiles: the persistent ws kernel counts to 2^31", (long long)tiles);
+                            "%lld work tiles: the persistent ws kernel takes at most 2^30", (long long)tiles);
         CUdevice dev;
         int sms = 0;
         CUresult r;
@@ -196,7 +199,8 @@ const tt__family tt__family_ws = {
     .arch_max = 90,
     .arch_suffix = "a",
     .files = {{"ws/mainloop.cuh", tt_ws_mainloop_source, &tt_ws_mainloop_source_len},
-              {"ws/wrappers.cuh", tt_ws_wrappers_source, &tt_ws_wrappers_source_len}},
+              {"ws/wrappers.cuh", tt_ws_wrappers_source, &tt_ws_wrappers_source_len},
+              {"ws/sched.h", tt_ws_sched_header, &tt_ws_sched_header_len}},
     .reads = TT__KNOB_BIT(block_m) | TT__KNOB_BIT(block_n) | TT__KNOB_BIT(warps) | TT__KNOB_BIT(stages) |
              TT__KNOB_BIT(layout) | TT__KNOB_BIT(q_in_regs),
     .pinned = {0},

@@ -37,6 +37,7 @@
 #define TT_KERNELS_WS_MAINLOOP_CUH
 
 #include "skeleton.cuh"
+#include "ws/sched.h"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "family ws needs sm_90a (wgmma, setmaxnreg)"
@@ -256,16 +257,27 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
     const int diag = causal_diag(Lq, Lk); /* 0 unless bottom-right */
     const int n_mb = (Lq + BM - 1) / BM;
     /* Work tiles (m-block, head, batch), m-block fastest so CTAs running
-     * together share K/V in L2; causal takes m-blocks longest first. */
+     * together share K/V in L2; causal takes m-blocks longest first, in
+     * bands across the grid, waves snaking (ws/sched.h). */
 #if TT_WS_PERSIST
     const int total = n_mb * H * p.batch;
-    const int first = blockIdx.x, step = gridDim.x;
+    auto tile_of = [&](int tc) { /* this CTA's tc-th work tile */
+        return TT_CAUSAL ? tt_ws_wave_tile((int)gridDim.x, (int)blockIdx.x, tc)
+                         : (int)blockIdx.x + tc * (int)gridDim.x;
+    };
 #else
-    const int total = 1, first = 0, step = 1;
+    const int total = 1;
+    auto tile_of = [&](int tc) { return tc; };
 #endif
     auto decode = [&](int tile, int &m0, int &h, int &b) {
 #if TT_WS_PERSIST
-        const int mb = tile % n_mb, hb = tile / n_mb;
+        int mb, hb;
+        if (TT_CAUSAL) {
+            mb = tt_ws_causal_tile(tile, n_mb, H * p.batch, &hb);
+        } else {
+            mb = tile % n_mb;
+            hb = tile / n_mb;
+        }
         h = hb % H;
         b = hb / H;
 #else
@@ -305,7 +317,7 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
             prefetch_tmap(tmO);
             int it = 0; /* K/V tiles issued so far: slot it % ST */
             int tc = 0; /* work tiles so far: Q buffer tc % QB */
-            for (int tile = first; tile < total; tile += step, ++tc) {
+            for (int tile = tile_of(0); tile < total; tile = tile_of(++tc)) {
                 int m0, h, b;
                 const int n_tiles = decode(tile, m0, h, b);
                 const int hkv = h / (H / p.heads_kv);
@@ -440,7 +452,7 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
 
     int it = 0; /* K/V tiles consumed so far: slot it % ST */
     int tc = 0;
-    for (int tile = first; tile < total; tile += step, ++tc) {
+    for (int tile = tile_of(0); tile < total; tile = tile_of(++tc)) {
         const int n_tiles = decode(tile, m0, h, b);
         const int q = tc % QB;
         sQ = sQ0 + q * Q_BYTES;
