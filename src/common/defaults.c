@@ -55,33 +55,48 @@ static const struct default_row defaults_sm90_wgmma[] = {
 };
 
 /* sm_90 prefill, family ws (layout: 1 ping-pong; q_in_regs: 1 persistent
- * grid): per head dim and mask the single config with the best mean over
- * the H200 grid (docs/perf.md, ws v3), of the tuned ws best mean (worst):
- * d64 0.963 (0.919) / 0.968 (0.891), d128 0.989 (0.949) / 0.966 (0.945),
- * d256 1.000 (0.998) / 0.997 (0.980); ws tuned is 1.21x wgmma tuned. */
+ * grid): per head dim and mask the winner over most lengths of the H200's
+ * exhaustive tunes (docs/perf.md: ws v3, and the tuning pipeline of
+ * 2026-12-01 with the lazy rescale and the causal order), the short rows
+ * below taking the lengths where another config wins by more than 2%. On
+ * that bf16 tune (54 keys, 128-32k) the worst default/winner: d64 1.02,
+ * d128 1.00, d256 1.035. */
 static const struct default_row defaults_sm90[] = {
     /* d, c, bm, bn, w, st, layout, q_in_regs */
     {64, 0, 192, 128, 16, 2, 0, 1},
     {64, 1, 192, 128, 16, 2, 0, 0},
-    {128, 0, 128, 128, 12, 2, 1, 1},
-    {128, 1, 128, 128, 12, 2, 0, 0},
+    /* d128 past 16k keys: three consumers, 80-key tiles (the winner at 32k
+     * non-causal in three tunes and causal in the one with the causal
+     * order; 128x128 1.05-1.08x slower); a short row takes 128x128 up to
+     * 16k. Both persistent: with the causal order (ws/sched.h) the
+     * persistent grid won causal 256-16k, 1.04-1.21x faster than one CTA
+     * a tile. */
+    {128, 0, 192, 80, 16, 2, 0, 1},
+    {128, 1, 192, 80, 16, 2, 0, 1},
     {256, 0, 128, 80, 12, 2, 0, 0},
     {256, 1, 128, 80, 12, 2, 0, 0},
 };
 
-/* Rows a regime tries before its family rows, each for keys of at most
- * seqlen_q_max queries and seqlen_k_max keys. sm_90 prefill: short
- * sequences, where one CTA a short tile wins.
- * From the bf16 grid on the H200 (docs/perf.md, defaults per regime): d64
- * causal at 512 and 1024, wgmma 64x64 246 / 303 TFLOP/s against ws
- * 192x128's 174 / 239; d128 causal ping-pong 279 / 392 against 264 / 379. */
+/* Rows a regime tries before its family rows (the first that holds the
+ * key), each for keys of at most seqlen_q_max queries and seqlen_k_max
+ * keys. sm_90 prefill, from exhaustive tunes on the H200 (docs/perf.md,
+ * defaults per regime and the tuning pipeline):
+ * - d64 non-causal at 128 and 256: 128-row tiles (192 rows pad 128
+ *   queries to 192 and 256 to 384: 1.21-1.26x slower);
+ * - d64 causal up to 1024: wgmma 64x64 (246 / 303 TFLOP/s at 512 / 1024
+ *   against ws 192x128's 174 / 239); up to 8k the persistent grid (one CTA
+ *   a tile 1.02-1.07x slower), past it one CTA a tile;
+ * - d128 up to 16k: 128x128 (the d128 rows' 192x80 is for longer keys). */
 static const struct short_row {
     int32_t seqlen_q_max, seqlen_k_max, family;
     struct default_row row;
 } short_sm90[] = {
     /* seqlen_q_max, seqlen_k_max, family, {d, c, bm, bn, w, st, layout, q_in_regs} */
+    {256, 256, TT_FAMILY_WS, {64, 0, 128, 128, 12, 2, 0, 1}},
     {1024, 1024, TT_FAMILY_WGMMA, {64, 1, 64, 64, 4, 2, 1, 0}},
-    {1024, 1024, TT_FAMILY_WS, {128, 1, 128, 128, 12, 2, 1, 0}},
+    {8192, 8192, TT_FAMILY_WS, {64, 1, 192, 128, 16, 2, 0, 1}},
+    {16384, 16384, TT_FAMILY_WS, {128, 0, 128, 128, 12, 2, 0, 1}},
+    {16384, 16384, TT_FAMILY_WS, {128, 1, 128, 128, 12, 2, 0, 1}},
 };
 
 /* Family splitkv (decode, speculative decode, chunks of a few rows): by
@@ -185,6 +200,9 @@ static const struct short_row chunk_dense_sm90[] = {
     {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {128, 1, 64, 192, 4, 2, 1, 0}},
     {TT_SEQLEN_MAX, TT_SEQLEN_MAX, TT_FAMILY_WS, {64, 0, 128, 176, 12, 2, 0, 1}},
     {TT_SEQLEN_MAX, TT_SEQLEN_MAX, TT_FAMILY_WS, {64, 1, 128, 176, 12, 2, 0, 1}},
+    /* 512-token chunks over 8k and 32k keys: ping-pong, 1.04 and 1.16x
+     * faster than the prefill row's single schedule */
+    {TT_SEQLEN_MAX, TT_SEQLEN_MAX, TT_FAMILY_WS, {128, 0, 128, 128, 12, 2, 1, 1}},
 };
 /* the most keys a decode key may have to run the rows above: one token a
  * row of group 1, or 16 tokens of any group (the inference grid's winners

@@ -303,6 +303,57 @@ TEST(default_of_another_family) {
     ASSERT_EQ(c.family, TT_FAMILY_MMA);
 }
 
+/* sm_90 prefill rows pinned to the H200 tunes' winners (docs/perf.md,
+ * defaults v5): a row's change must come with a measurement. */
+static tt_config sm90_default(int d, int causal, int64_t lq, int64_t lk) {
+    tt_key_v2 k;
+    memset(&k, 0, sizeof k);
+    k.head_dim = d;
+    k.causal = causal;
+    k.seqlen_q = lq;
+    k.seqlen_k = lk;
+    k.dtype = TT_DTYPE_BF16;
+    tt_config c;
+    memset(&c, 0, sizeof c);
+    ASSERT_OK(tt__config_default_sm90(&k, &c));
+    return c;
+}
+
+TEST(sm90_prefill_defaults_follow_the_measured_winners) {
+    /* d64 non-causal: 128-row tiles where 192 rows would pad the queries */
+    ASSERT_EQ(sm90_default(64, 0, 256, 256).block_m, 128);
+    ASSERT_EQ(sm90_default(64, 0, 512, 512).block_m, 192);
+    /* d64 causal: wgmma to 1024, the persistent grid to 8k, then one CTA a tile */
+    ASSERT_EQ(sm90_default(64, 1, 1024, 1024).family, TT_FAMILY_WGMMA);
+    tt_config c = sm90_default(64, 1, 8192, 8192);
+    ASSERT_EQ(c.family, TT_FAMILY_WS);
+    ASSERT_EQ(c.q_in_regs, 1);
+    ASSERT_EQ(sm90_default(64, 1, 16384, 16384).q_in_regs, 0);
+    /* d128, both masks: 128x128 persistent without ping-pong to 16k, 192x80 past */
+    for (int causal = 0; causal <= 1; causal++) {
+        c = sm90_default(128, causal, 512, 512);
+        ASSERT_EQ(c.block_m, 128);
+        ASSERT_EQ(c.block_n, 128);
+        ASSERT_EQ(c.layout, 0);
+        ASSERT_EQ(c.q_in_regs, 1);
+        ASSERT_EQ(sm90_default(128, causal, 16384, 16384).block_m, 128);
+        c = sm90_default(128, causal, 32768, 32768);
+        ASSERT_EQ(c.block_m, 192);
+        ASSERT_EQ(c.block_n, 80);
+        ASSERT_EQ(c.q_in_regs, 1);
+    }
+    /* a 512-token chunk over a long cache that fills the GPU keeps the
+     * ping-pong schedule */
+    tt_key_v2 k;
+    memset(&k, 0, sizeof k);
+    k.head_dim = 128;
+    k.seqlen_q = 512;
+    k.seqlen_k = 32768;
+    ASSERT_OK(tt__config_default_dense_filled(&k, 90, &c));
+    ASSERT_EQ(c.family, TT_FAMILY_WS);
+    ASSERT_EQ(c.layout, 1);
+}
+
 TEST(strerror_names_every_code) {
     for (int c = TT_FALLBACK; c >= TT_ERR_REMOTE; c--) ASSERT(strcmp(tt_strerror(c), "unknown error") != 0);
     ASSERT_STREQ(tt_strerror(-999), "unknown error");
