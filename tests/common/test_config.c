@@ -349,9 +349,13 @@ TEST(sm90_prefill_defaults_follow_the_measured_winners) {
     k.head_dim = 128;
     k.seqlen_q = 512;
     k.seqlen_k = 32768;
-    ASSERT_OK(tt__config_default_dense_filled(&k, 90, &c));
-    ASSERT_EQ(c.family, TT_FAMILY_WS);
-    ASSERT_EQ(c.layout, 1);
+    for (int causal = 0; causal <= 1; causal++) {
+        k.causal = causal ? TT_CAUSAL_BOTTOM_RIGHT : TT_CAUSAL_NONE;
+        ASSERT_OK(tt__config_default_dense_filled(&k, 90, &c));
+        ASSERT_EQ(c.family, TT_FAMILY_WS);
+        ASSERT_EQ(c.block_m, 128);
+        ASSERT_EQ(c.layout, 1);
+    }
 }
 
 TEST(strerror_names_every_code) {
