@@ -431,6 +431,11 @@ TEST(ws_strides_and_fallback) {
             expect_correct(&blhd, &cfgs[i], NULL, "ws, GQA + [B, L, H, D]");
             problem many = {3, 2, 1, 1000, 1000, d, TT_DTYPE_BF16, c, 0, 0};
             expect_correct(&many, &cfgs[i], NULL, "ws, more work tiles than SMs");
+            /* several waves of a persistent grid, and causal tiles in bands
+             * of 8 m-blocks with a partial last band (ws/sched.h): 14
+             * m-blocks of 128 rows, 9 of 192, over 36 (head, batch) pairs */
+            problem waves = {3, 12, 4, 1700, 1700, d, TT_DTYPE_BF16, c, 0, 0};
+            expect_correct(&waves, &cfgs[i], NULL, "ws, several waves, bands of causal tiles");
         }
     /* bottom-right: ws runs it where every row sees a key (seqlen_q <=
      * seqlen_k: chunked prefill), and another family where rows see none */
