@@ -7,6 +7,7 @@
 #   STEPS="ctests torch inference bench tune" bash bench/gpu_check.sh
 #   PART=grid GRID_S=270 GRID_ARGS="--dtype bf16 --shard 1/2" bash bench/gpu_check.sh
 #   STEPS="inference balance" bash bench/gpu_check.sh   # the balanced grid: tests, A/B
+#   STEPS=stream bash bench/gpu_check.sh   # the KV copy paths' ceiling (bench/dev/kv_stream.cu)
 #
 # core:      build (fault injection on, for the pipeline test); the C kernel
 #            tests but the every-variant one; the pipeline end to end
@@ -98,6 +99,14 @@ if has balance; then
   done
   sort -s -k2,3 "$out/balance-ab.txt" | cut -c1-160
   say "balanced grid A/B"
+fi
+if has stream; then
+  # the copy paths' own ceiling on a decode-sized KV cache (no math):
+  # cp.async as splitkv copies, one bulk copy a tile, tensor-map boxes
+  nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/kv_stream bench/dev/kv_stream.cu >"$out/kv-stream-build.log" 2>&1 &&
+    timeout 120 /tmp/kv_stream >"$out/kv-stream.txt" 2>&1
+  echo "kv stream: rc=$?"; cat "$out/kv-stream.txt"
+  say "kv stream"
 fi
 if has host; then
   # tt_sdpa_fwd's host time and its pieces, with an empty module cache and

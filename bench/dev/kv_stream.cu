@@ -1,0 +1,289 @@
+/*
+ * How fast can a CTA an SM stream a decode-sized KV cache through shared
+ * memory on this GPU, by each copy path? The splitkv decode kernel reads
+ * 4.2-4.26 TB/s on the H200 where cuDNN reads 4.5-4.6 (docs/perf.md);
+ * this separates the copy path's own ceiling from the kernel's math and
+ * synchronisation:
+ *
+ *   cpasync   16 bytes a thread (cp.async.cg, L2 prefetch 128 or 256 B),
+ *             as the splitkv kernel copies today;
+ *   bulk      one cp.async.bulk of a whole K or V tile (its rows are
+ *             contiguous in a contiguous cache), an mbarrier a stage;
+ *   tensor    2-D tensor-map copies (cp.async.bulk.tensor, 128-byte
+ *             swizzle, 64-column boxes), as family ws loads K and V.
+ *
+ * No math: every thread folds the 16-byte words of each tile it would read
+ * into one word, so the copies are not dead. K and V of 2 GiB in all (the
+ * B16 x 8 KV heads x 32k x d128 bf16 decode shape), each CTA a contiguous
+ * run of 64- or 128-row tiles, 2-4 stages of K and V.
+ *
+ *   nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/kv_stream bench/dev/kv_stream.cu && /tmp/kv_stream
+ *
+ * Prints one line a (path, CTAs, stages): the median of 20 timed passes,
+ * TB/s. A development tool: not built by CMake, not part of the product.
+ */
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK(x)                                                                                \
+    do {                                                                                        \
+        cudaError_t e_ = (x);                                                                   \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+constexpr int D = 128;       /* head dim, bf16 */
+constexpr int THREADS = 256; /* 8 warps, as the 16x128 decode tile */
+
+__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+/* what a consumer reads of a stage: its own 16-byte words of K and V */
+template <int BN> __device__ __forceinline__ unsigned fold(const uint4 *k, const uint4 *v) {
+    unsigned a = 0;
+#pragma unroll
+    for (int i = 0; i < BN * D * 2 / 16 / THREADS; ++i) {
+        const uint4 x = k[threadIdx.x + i * THREADS], y = v[threadIdx.x + i * THREADS];
+        a ^= x.x ^ x.w ^ y.y ^ y.z;
+    }
+    return a;
+}
+
+/* the dynamic shared memory, 1024-byte aligned (the 128-byte swizzle's
+ * unit; the launch adds 1024 bytes for it) */
+__device__ __forceinline__ uint4 *aligned_smem() {
+    extern __shared__ uint4 dyn[];
+    const unsigned a = smem_u32(dyn);
+    return dyn + (((a + 1023u) & ~1023u) - a) / 16;
+}
+
+template <int BN, int ST, int HINT>
+__global__ void __launch_bounds__(THREADS)
+    k_cpasync(const char *K, const char *V, long long tiles, unsigned *out) {
+    constexpr int TILE = BN * D * 2, CHUNKS = TILE / 16, PER_THREAD = CHUNKS / THREADS;
+    uint4 *sm = aligned_smem();
+    const long long t0 = tiles * blockIdx.x / gridDim.x, t1 = tiles * (blockIdx.x + 1) / gridDim.x;
+    auto issue = [&](long long t, int s) {
+        if (t < t1) {
+            const char *k = K + t * TILE, *v = V + t * TILE;
+            const unsigned dk = smem_u32(sm + (size_t)s * 2 * CHUNKS), dv = dk + TILE;
+#pragma unroll
+            for (int i = 0; i < PER_THREAD; ++i) {
+                const int c = threadIdx.x + i * THREADS;
+                if (HINT == 256) {
+                    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dk + c * 16),
+                                 "l"(k + c * 16));
+                    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dv + c * 16),
+                                 "l"(v + c * 16));
+                } else {
+                    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dk + c * 16),
+                                 "l"(k + c * 16));
+                    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dv + c * 16),
+                                 "l"(v + c * 16));
+                }
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    for (int s = 0; s < ST - 1; ++s) issue(t0 + s, s);
+    unsigned acc = 0;
+    for (long long t = t0; t < t1; ++t) {
+        const int s = (int)((t - t0) % ST);
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(ST - 2));
+        __syncthreads(); /* every thread's copies of stage s landed; stage s-1 is free */
+        issue(t + ST - 1, (int)((t - t0 + ST - 1) % ST));
+        acc ^= fold<BN>(sm + (size_t)s * 2 * CHUNKS, sm + (size_t)s * 2 * CHUNKS + CHUNKS);
+    }
+    if (acc == 0x9e3779b9u) out[blockIdx.x] = acc; /* never, in practice: keeps the reads */
+}
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned phase) {
+    asm volatile(
+        "{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}\n" ::
+            "r"(bar),
+        "r"(phase)
+        : "memory");
+}
+
+/* MODE 0: one 1-D bulk copy a K or V tile; 1: 2-D tensor-map boxes */
+template <int BN, int ST, int MODE>
+__global__ void __launch_bounds__(THREADS)
+    k_bulk(const char *K, const char *V, const __grid_constant__ CUtensorMap tk,
+           const __grid_constant__ CUtensorMap tv, long long tiles, unsigned *out) {
+    constexpr int TILE = BN * D * 2, CHUNKS = TILE / 16;
+    uint4 *sm = aligned_smem();
+    __shared__ __align__(8) unsigned long long bars[ST];
+    const long long t0 = tiles * blockIdx.x / gridDim.x, t1 = tiles * (blockIdx.x + 1) / gridDim.x;
+    const unsigned bar0 = smem_u32(bars);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; ++s) mbar_init(bar0 + 8 * s, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::);
+    }
+    __syncthreads();
+    auto issue = [&](long long t, int s) {
+        if (threadIdx.x != 0 || t >= t1) return;
+        const unsigned dk = smem_u32(sm + (size_t)s * 2 * CHUNKS), dv = dk + TILE, bar = bar0 + 8 * s;
+        mbar_expect_tx(bar, 2 * TILE);
+        if (MODE == 0) {
+            asm volatile(
+                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+                    "r"(dk),
+                "l"(K + t * TILE), "r"(TILE), "r"(bar)
+                : "memory");
+            asm volatile(
+                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+                    "r"(dv),
+                "l"(V + t * TILE), "r"(TILE), "r"(bar)
+                : "memory");
+        } else {
+            const int row = (int)(t * BN);
+#pragma unroll
+            for (int pn = 0; pn < D / 64; ++pn) { /* 64-column panels of BN x 128 bytes */
+                asm volatile(
+                    "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                    "%3}], [%4];\n" ::"r"(dk + pn * BN * 128),
+                    "l"(&tk), "r"(pn * 64), "r"(row), "r"(bar)
+                    : "memory");
+                asm volatile(
+                    "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                    "%3}], [%4];\n" ::"r"(dv + pn * BN * 128),
+                    "l"(&tv), "r"(pn * 64), "r"(row), "r"(bar)
+                    : "memory");
+            }
+        }
+    };
+    for (int s = 0; s < ST - 1; ++s) issue(t0 + s, s);
+    unsigned acc = 0;
+    for (long long t = t0; t < t1; ++t) {
+        const long long i = t - t0;
+        const int s = (int)(i % ST);
+        mbar_wait(bar0 + 8 * s, (unsigned)((i / ST) & 1));
+        __syncthreads(); /* everyone is past stage s-1's reads: refill it */
+        issue(t + ST - 1, (int)((i + ST - 1) % ST));
+        acc ^= fold<BN>(sm + (size_t)s * 2 * CHUNKS, sm + (size_t)s * 2 * CHUNKS + CHUNKS);
+    }
+    if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
+}
+
+typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                              const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
+                              CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                              CUtensorMapFloatOOBfill);
+
+static CUtensorMap tensor_map(encode_fn enc, void *base, long long rows, unsigned bn) {
+    CUtensorMap m;
+    const cuuint64_t dims[2] = {(cuuint64_t)D, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)D * 2};
+    const cuuint32_t box[2] = {64, bn}, elem[2] = {1, 1};
+    CUresult r = enc(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, strides, box, elem,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)r);
+        exit(1);
+    }
+    return m;
+}
+
+template <typename F> static double median_ms(F launch, int passes) {
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    launch(); /* warm-up */
+    CHECK(cudaDeviceSynchronize());
+    std::vector<float> ts;
+    for (int i = 0; i < passes; ++i) {
+        CHECK(cudaEventRecord(a));
+        launch();
+        CHECK(cudaEventRecord(b));
+        CHECK(cudaEventSynchronize(b));
+        float ms;
+        CHECK(cudaEventElapsedTime(&ms, a, b));
+        ts.push_back(ms);
+    }
+    std::sort(ts.begin(), ts.end());
+    CHECK(cudaGetLastError());
+    return ts[ts.size() / 2];
+}
+
+static encode_fn encode;
+static char *K, *V;
+static unsigned *out;
+static const long long BYTES = 1ll << 30; /* each of K and V */
+static int sms;
+
+static void report(const char *path, int bn, int ctas, int st, double ms) {
+    const int smem_kib = st * 2 * bn * D * 2 / 1024;
+    printf("%-14s %3d-row tiles, %d stages (%3d KiB), %4d CTAs: %7.4f ms %6.3f TB/s\n", path, bn, st,
+           smem_kib, ctas, ms, 2.0 * BYTES / (ms * 1e-3) / 1e12);
+}
+
+/* every path at one tile height and stage count, on the grids that fit */
+template <int BN, int ST> static void run_all() {
+    constexpr int TILE = BN * D * 2;
+    const long long tiles = BYTES / TILE;
+    const CUtensorMap tk = tensor_map(encode, K, tiles * BN, BN), tv = tensor_map(encode, V, tiles * BN, BN);
+    const size_t smem = (size_t)ST * 2 * TILE + 1024;
+    CHECK(
+        cudaFuncSetAttribute(k_cpasync<BN, ST, 128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CHECK(
+        cudaFuncSetAttribute(k_cpasync<BN, ST, 256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CHECK(cudaFuncSetAttribute(k_bulk<BN, ST, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CHECK(cudaFuncSetAttribute(k_bulk<BN, ST, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    /* one CTA an SM; 128 CTAs (the B16 x 8 KV heads decode grid); as
+     * many an SM as the shared memory holds (the H200: 227 KiB a CTA,
+     * 228 KiB an SM) */
+    const int per_sm = (int)std::max<size_t>(1, (228 * 1024) / (smem + 1024));
+    int grids[3] = {sms, 128, per_sm * sms};
+    const int n = per_sm > 1 ? 3 : 2;
+    for (int i = 0; i < n; ++i) {
+        const int g = grids[i];
+        report("cpasync L2:128", BN, g, ST,
+               median_ms([&] { k_cpasync<BN, ST, 128><<<g, THREADS, smem>>>(K, V, tiles, out); }, 20));
+        report("cpasync L2:256", BN, g, ST,
+               median_ms([&] { k_cpasync<BN, ST, 256><<<g, THREADS, smem>>>(K, V, tiles, out); }, 20));
+        report("bulk 1-D", BN, g, ST,
+               median_ms([&] { k_bulk<BN, ST, 0><<<g, THREADS, smem>>>(K, V, tk, tv, tiles, out); }, 20));
+        report("tensor 2-D", BN, g, ST,
+               median_ms([&] { k_bulk<BN, ST, 1><<<g, THREADS, smem>>>(K, V, tk, tv, tiles, out); }, 20));
+    }
+}
+
+int main() {
+    CHECK(cudaMalloc(&K, BYTES));
+    CHECK(cudaMalloc(&V, BYTES));
+    CHECK(cudaMalloc(&out, 4096 * sizeof(unsigned)));
+    CHECK(cudaMemset(K, 1, BYTES));
+    CHECK(cudaMemset(V, 2, BYTES));
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+    if (!fn) {
+        fprintf(stderr, "no cuTensorMapEncodeTiled\n");
+        return 1;
+    }
+    encode = (encode_fn)fn;
+    printf("K and V: %.2f GiB in all, %d SMs\n", 2.0 * BYTES / (1 << 30), sms);
+    run_all<64, 2>(); /* 32 KiB: the decode default's tile, several CTAs an SM */
+    run_all<64, 4>();
+    run_all<128, 2>();
+    run_all<128, 3>(); /* 192 KiB: the 16x128 w8 s3 tile, one CTA an SM */
+    CHECK(cudaFree(K));
+    CHECK(cudaFree(V));
+    CHECK(cudaFree(out));
+    return 0;
+}
