@@ -306,13 +306,8 @@ TEST(default_of_another_family) {
 /* sm_90 prefill rows pinned to the H200 tunes' winners (docs/perf.md,
  * defaults v5): a row's change must come with a measurement. */
 static tt_config sm90_default(int d, int causal, int64_t lq, int64_t lk) {
-    tt_key_v2 k;
-    memset(&k, 0, sizeof k);
-    k.head_dim = d;
-    k.causal = causal;
-    k.seqlen_q = lq;
-    k.seqlen_k = lk;
-    k.dtype = TT_DTYPE_BF16;
+    const tt_key_v2 k = {
+        .dtype = TT_DTYPE_BF16, .head_dim = d, .causal = causal, .seqlen_q = lq, .seqlen_k = lk};
     tt_config c;
     memset(&c, 0, sizeof c);
     ASSERT_OK(tt__config_default_sm90(&k, &c));
@@ -344,11 +339,7 @@ TEST(sm90_prefill_defaults_follow_the_measured_winners) {
     }
     /* a 512-token chunk over a long cache that fills the GPU keeps the
      * ping-pong schedule */
-    tt_key_v2 k;
-    memset(&k, 0, sizeof k);
-    k.head_dim = 128;
-    k.seqlen_q = 512;
-    k.seqlen_k = 32768;
+    tt_key_v2 k = {.dtype = TT_DTYPE_BF16, .head_dim = 128, .seqlen_q = 512, .seqlen_k = 32768};
     for (int causal = 0; causal <= 1; causal++) {
         k.causal = causal ? TT_CAUSAL_BOTTOM_RIGHT : TT_CAUSAL_NONE;
         ASSERT_OK(tt__config_default_dense_filled(&k, 90, &c));
