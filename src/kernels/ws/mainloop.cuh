@@ -84,7 +84,7 @@
  * unchanged; and a warp none of whose rows moved skips the O rescale, 64
  * multiplies a thread a tile at d128 (128 at d256) of the softmax's ~350
  * instructions, on a kernel whose ncu profile is issue-bound. The H200
- * A/B against 0 (docs/perf.md, ws): +1-5% at d128, +4-13% at d256. */
+ * A/B against 0 (docs/perf.md, ws): +1-6% at d128, +4-13% at d256. */
 /* Not a knob: 1 issues K_{j+1} before V_j (FlashAttention-3's producer
  * order). In K, V order the producer reaches K_{j+1} only after V_j's
  * slot is free, which with two stages is at the top of turn j (V_{j-2}

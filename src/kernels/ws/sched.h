@@ -46,19 +46,15 @@ TT_WS_FN int tt_ws_wave_tile(int ctas, int c, int w) { return w * ctas + ((w & 1
  * m-block's rank from the longest (0: the last m-block, every key) and
  * sets *pair. A bijection of [0, n_mb * hb) onto rank x pair. */
 TT_WS_FN int tt_ws_causal_tile(int t, int n_mb, int hb, int *pair) {
-    const int full = n_mb / TT_WS_BAND; /* bands of TT_WS_BAND m-blocks */
-    const int band_tiles = TT_WS_BAND * hb;
-    const int band = t / band_tiles;
-    if (band < full) {
-        const int r = t - band * band_tiles;
-        *pair = r / TT_WS_BAND;
-        return band * TT_WS_BAND + r % TT_WS_BAND;
-    }
-    /* the last band, of the n_mb % TT_WS_BAND shortest m-blocks */
-    const int rest = n_mb - full * TT_WS_BAND;
-    const int r = t - full * band_tiles;
-    *pair = r / rest;
-    return full * TT_WS_BAND + r % rest;
+    /* every band is TT_WS_BAND m-blocks wide but the last, of the n_mb %
+     * TT_WS_BAND shortest (its tiles number fewer than a band's); with no
+     * whole band, TT_WS_BAND x hb could pass the launch's tile bound */
+    const int full = n_mb / TT_WS_BAND;
+    const int band = full ? t / (TT_WS_BAND * hb) : 0;
+    const int width = band < full ? TT_WS_BAND : n_mb - full * TT_WS_BAND;
+    const int r = t - band * TT_WS_BAND * hb;
+    *pair = r / width;
+    return band * TT_WS_BAND + r % width;
 }
 
 #endif
