@@ -6,7 +6,10 @@ Grid: batch*seqlen = 16384 tokens, heads*head_dim = 2048, seqlen 512..16384,
 head_dim 64/128/256, fp16/bf16, causal or not. For every point, in the same
 run: tiletune's best variant over the whole space ("tuned"), its built-in
 default config ("default"), flash and cudnn. Time = median of CUDA-event
-timings (triton.testing.do_bench). FLOP = 4*B*H*Lq*Lk*D, halved if causal.
+timings (triton.testing.do_bench); one pass over the space picks the two
+fastest, which with the default, flash and cudnn are timed again in
+--rounds interleaved rounds: each reported figure is the median of its
+rounds (with the first pass). FLOP = 4*B*H*Lq*Lk*D, halved if causal.
 
 Backends for tiletune:
   --backend dev       bench/dev/ttk.py: cubins built by bench/dev/nvrtc_build.py
@@ -26,6 +29,7 @@ import math
 import os
 import re
 import signal
+import statistics
 import sys
 import time
 
@@ -138,7 +142,7 @@ def bench(fn, rep_ms):
     return do_bench(fn, warmup=max(2, rep_ms // 5), rep=rep_ms, return_mode="median")
 
 
-def run(be, hdims, seqlens, dtypes, causals, rep_ms, writer, log, rows):
+def run(be, hdims, seqlens, dtypes, causals, rep_ms, rounds, writer, log, rows):
     for D in hdims:
         H = 2048 // D
         for dt in dtypes:
@@ -182,9 +186,35 @@ def run(be, hdims, seqlens, dtypes, causals, rep_ms, writer, log, rows):
                         writer.writerow(dict(dtype=dt, hdim=D, seqlen=L, batch=B, heads=H,
                                              causal=causal, backend="tiletune:" + be.name(cfg),
                                              ms=times[cfg], tflops=fl / times[cfg] / 1e9))
-                    best = min(times, key=times.get)
-                    res["tuned"] = times[best]
-                    res["default"] = times.get(dflt, float("inf"))
+                    # One pass over the space picks the finalists; a single
+                    # pass favours whichever variant the clocks happened to
+                    # favour (the best of ~30 noisy medians reads high, and
+                    # the clocks drift across the pass). So the two fastest,
+                    # the default and both peers are timed again, interleaved,
+                    # `rounds` times; each figure is the median of its rounds.
+                    finalists = sorted(times, key=times.get)[:2]
+                    if dflt in times and dflt not in finalists:
+                        finalists.append(dflt)
+                    fns = {cfg: be.fn(q, k, v, c, cfg, out, lse) for cfg in finalists}
+                    for cfg in finalists:
+                        be.prepare(cfg, D, dt, causal)
+
+                    def peer(backend):
+                        def f():
+                            with sdpa_kernel(backend):
+                                return F.scaled_dot_product_attention(q, k, v, is_causal=c)
+                        return f
+                    fns["flash"] = peer(SDPBackend.FLASH_ATTENTION)
+                    fns["cudnn"] = peer(SDPBackend.CUDNN_ATTENTION)
+                    again = {name: [res[name]] if name in res else [times[name]] for name in fns}
+                    for _ in range(rounds):
+                        for name, f in fns.items():
+                            again[name].append(bench(f, rep_ms))
+                    med = {name: statistics.median(ts) for name, ts in again.items()}
+                    best = min(finalists, key=med.get)
+                    res["tuned"] = med[best]
+                    res["default"] = med.get(dflt, float("inf"))
+                    res["flash"], res["cudnn"] = med["flash"], med["cudnn"]
                     for name in ("tuned", "default", "flash", "cudnn"):
                         writer.writerow(dict(dtype=dt, hdim=D, seqlen=L, batch=B, heads=H,
                                              causal=causal, backend=name, ms=res[name],
@@ -274,6 +304,8 @@ def main():
     ap.add_argument("--dtypes", nargs="+", default=["fp16", "bf16"])
     ap.add_argument("--causal", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--rep-ms", type=int, default=25)
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="interleaved re-timings of the finalists and peers a point")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     be = DevBackend(a.cubins) if a.backend == "dev" else TiletuneBackend()
@@ -289,7 +321,7 @@ def main():
         # of the points measured so far.
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         try:
-            run(be, a.hdims, a.seqlens, a.dtypes, a.causal, a.rep_ms, w, log, rows)
+            run(be, a.hdims, a.seqlens, a.dtypes, a.causal, a.rep_ms, a.rounds, w, log, rows)
         except KeyboardInterrupt:
             print(f"interrupted after {len(rows)} points", flush=True)
     md = markdown(rows)
