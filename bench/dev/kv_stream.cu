@@ -6,7 +6,10 @@
  * synchronisation:
  *
  *   cpasync   16 bytes a thread (cp.async.cg, L2 prefetch 128 or 256 B),
- *             as the splitkv kernel copies today;
+ *             as the splitkv kernel copies today; with 128 B also into
+ *             272-byte rows (splitkv's padded tile) and into 256-byte
+ *             rows with the chunk index XOR-ed by the row: ncu put 1.5x
+ *             the L2 sectors on splitkv's copies, which these isolate;
  *   bulk      one cp.async.bulk of a whole K or V tile (its rows are
  *             contiguous in a contiguous cache), an mbarrier a stage;
  *   tensor    2-D tensor-map copies (cp.async.bulk.tensor, 128-byte
@@ -63,28 +66,36 @@ __device__ __forceinline__ uint4 *aligned_smem() {
     return dyn + (((a + 1023u) & ~1023u) - a) / 16;
 }
 
-template <int BN, int ST, int HINT>
+/* LAY: where a K/V row's sixteen 16-byte chunks land in shared memory.
+ * 0: rows back to back (256 bytes); 1: 272-byte rows, as the splitkv
+ * kernel pads them so its ldmatrix rows fall in distinct banks; 2: 256-byte
+ * rows, chunk c of row r at c ^ (r % 8) (the same bank spread, no padding). */
+template <int LAY> __host__ __device__ constexpr int row_bytes() { return LAY == 1 ? (D + 8) * 2 : D * 2; }
+
+template <int BN, int ST, int HINT, int LAY = 0>
 __global__ void __launch_bounds__(THREADS)
     k_cpasync(const char *K, const char *V, long long tiles, unsigned *out) {
     constexpr int TILE = BN * D * 2, CHUNKS = TILE / 16, PER_THREAD = CHUNKS / THREADS;
+    constexpr int STILE = BN * row_bytes<LAY>(); /* a K or V tile's shared bytes */
     uint4 *sm = aligned_smem();
     const long long t0 = tiles * blockIdx.x / gridDim.x, t1 = tiles * (blockIdx.x + 1) / gridDim.x;
     auto issue = [&](long long t, int s) {
         if (t < t1) {
             const char *k = K + t * TILE, *v = V + t * TILE;
-            const unsigned dk = smem_u32(sm + (size_t)s * 2 * CHUNKS), dv = dk + TILE;
+            const unsigned dk = smem_u32(sm) + (unsigned)(s * 2 * STILE), dv = dk + STILE;
 #pragma unroll
             for (int i = 0; i < PER_THREAD; ++i) {
-                const int c = threadIdx.x + i * THREADS;
+                const int c = threadIdx.x + i * THREADS, r = c / (D / 8), ch = c % (D / 8);
+                const unsigned o = r * row_bytes<LAY>() + (LAY == 2 ? (ch ^ (r & 7)) : ch) * 16;
                 if (HINT == 256) {
-                    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dk + c * 16),
+                    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dk + o),
                                  "l"(k + c * 16));
-                    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dv + c * 16),
+                    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dv + o),
                                  "l"(v + c * 16));
                 } else {
-                    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dk + c * 16),
+                    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dk + o),
                                  "l"(k + c * 16));
-                    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dv + c * 16),
+                    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dv + o),
                                  "l"(v + c * 16));
                 }
             }
@@ -98,7 +109,7 @@ __global__ void __launch_bounds__(THREADS)
         asm volatile("cp.async.wait_group %0;\n" ::"n"(ST - 2));
         __syncthreads(); /* every thread's copies of stage s landed; stage s-1 is free */
         issue(t + ST - 1, (int)((t - t0 + ST - 1) % ST));
-        acc ^= fold<BN>(sm + (size_t)s * 2 * CHUNKS, sm + (size_t)s * 2 * CHUNKS + CHUNKS);
+        acc ^= fold<BN>(sm + (size_t)s * 2 * STILE / 16, sm + ((size_t)s * 2 + 1) * STILE / 16);
     }
     if (acc == 0x9e3779b9u) out[blockIdx.x] = acc; /* never, in practice: keeps the reads */
 }
@@ -236,7 +247,11 @@ template <int BN, int ST> static void run_all() {
     constexpr int TILE = BN * D * 2;
     const long long tiles = BYTES / TILE;
     const CUtensorMap tk = tensor_map(encode, K, tiles * BN, BN), tv = tensor_map(encode, V, tiles * BN, BN);
-    const size_t smem = (size_t)ST * 2 * TILE + 1024;
+    const size_t smem = (size_t)ST * 2 * TILE + 1024, smem_pad = (size_t)ST * 2 * BN * row_bytes<1>() + 1024;
+    CHECK(cudaFuncSetAttribute(k_cpasync<BN, ST, 128, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)smem_pad));
+    CHECK(cudaFuncSetAttribute(k_cpasync<BN, ST, 128, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)smem));
     CHECK(
         cudaFuncSetAttribute(k_cpasync<BN, ST, 128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     CHECK(
@@ -253,6 +268,10 @@ template <int BN, int ST> static void run_all() {
         const int g = grids[i];
         report("cpasync L2:128", BN, g, ST,
                median_ms([&] { k_cpasync<BN, ST, 128><<<g, THREADS, smem>>>(K, V, tiles, out); }, 20));
+        report("cpasync pad272", BN, g, ST,
+               median_ms([&] { k_cpasync<BN, ST, 128, 1><<<g, THREADS, smem_pad>>>(K, V, tiles, out); }, 20));
+        report("cpasync xor", BN, g, ST,
+               median_ms([&] { k_cpasync<BN, ST, 128, 2><<<g, THREADS, smem>>>(K, V, tiles, out); }, 20));
         report("cpasync L2:256", BN, g, ST,
                median_ms([&] { k_cpasync<BN, ST, 256><<<g, THREADS, smem>>>(K, V, tiles, out); }, 20));
         report("bulk 1-D", BN, g, ST,
