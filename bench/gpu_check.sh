@@ -8,6 +8,7 @@
 #   PART=grid GRID_S=270 GRID_ARGS="--dtype bf16 --shard 1/2" bash bench/gpu_check.sh
 #   STEPS="inference balance" bash bench/gpu_check.sh   # the balanced grid: tests, A/B
 #   STEPS=stream bash bench/gpu_check.sh   # the KV copy paths' ceiling (bench/dev/kv_stream.cu)
+#   STEPS=l2 bash bench/gpu_check.sh       # ncu: L2 sectors the decode kernel asks for, against cuDNN's
 #
 # core:      build (fault injection on, for the pipeline test); the C kernel
 #            tests but the every-variant one; the pipeline end to end
@@ -107,6 +108,28 @@ if has stream; then
     timeout 120 /tmp/kv_stream >"$out/kv-stream.txt" 2>&1
   echo "kv stream: rc=$?"; cat "$out/kv-stream.txt"
   say "kv stream"
+fi
+if has l2; then
+  # what L2 serves the decode kernel against what it needs (the KV cache's
+  # sectors): tiletune's decode and cuDNN's at B16 x 32k, and kv_stream's
+  # cp.async into plain, padded (272-byte) and swizzled rows
+  m=dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,lts__t_requests_srcunit_tex_op_read.sum,gpu__time_duration.sum
+  for be in tiletune cudnn; do
+    kern=tt_sdpa_fwd_kernel
+    [ "$be" = cudnn ] && kern=cudnn
+    timeout 120 ncu --clock-control none -k "regex:$kern" -s 2 -c 1 --metrics "$m" \
+      python3 bench/inference/profile.py --batch 16 --lq 1 --lk 32768 --calls 3 --backend "$be" \
+      >"$out/ncu-l2-$be.txt" 2>&1
+    echo "ncu L2 $be: rc=$?"; grep -E "^ +(dram|lts|gpu)__" "$out/ncu-l2-$be.txt"
+  done
+  nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/kv_stream bench/dev/kv_stream.cu >"$out/kv-stream-build.log" 2>&1 &&
+    timeout 120 ncu --clock-control none -k regex:k_cpasync -c 63 --metrics "$m" /tmp/kv_stream \
+      >"$out/ncu-l2-kvstream.txt" 2>&1
+  echo "ncu L2 kv_stream: rc=$?"
+  # the first launch of each of the first three cp.async kernels (plain, pad272, xor)
+  awk '/k_cpasync</ { k = $0; sub(/^ +/, "", k); sub(/\(const.*/, "", k); n = seen[k]++ }
+       /^ +(dram|lts|gpu)__/ && n == 0 { print k ": " $1 " " $(NF) }' "$out/ncu-l2-kvstream.txt"
+  say "L2 traffic"
 fi
 if has host; then
   # tt_sdpa_fwd's host time and its pieces, with an empty module cache and
