@@ -156,14 +156,15 @@ def run(be, hdims, seqlens, dtypes, causals, rep_ms, rounds, writer, log, rows):
                                            generator=g) for _ in range(3))
                     fl = flops(B, H, L, D, causal)
                     c = bool(causal)
-                    res = {}
+                    peers = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+
+                    def time_peer(name):
+                        with sdpa_kernel(peers[name]):
+                            return bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=c),
+                                         rep_ms)
                     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                         ref = F.scaled_dot_product_attention(q, k, v, is_causal=c)
-                        res["flash"] = bench(lambda: F.scaled_dot_product_attention(
-                            q, k, v, is_causal=c), rep_ms)
-                    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                        res["cudnn"] = bench(lambda: F.scaled_dot_product_attention(
-                            q, k, v, is_causal=c), rep_ms)
+                    res = {name: time_peer(name) for name in peers}
                     out = torch.empty_like(q)
                     lse = torch.empty((B, H, L), device="cuda", dtype=torch.float32)
                     space = be.variants(D, dt, causal, L)
@@ -196,25 +197,17 @@ def run(be, hdims, seqlens, dtypes, causals, rep_ms, rounds, writer, log, rows):
                     if dflt in times and dflt not in finalists:
                         finalists.append(dflt)
                     fns = {cfg: be.fn(q, k, v, c, cfg, out, lse) for cfg in finalists}
-                    for cfg in finalists:
-                        be.prepare(cfg, D, dt, causal)
-
-                    def peer(backend):
-                        def f():
-                            with sdpa_kernel(backend):
-                                return F.scaled_dot_product_attention(q, k, v, is_causal=c)
-                        return f
-                    fns["flash"] = peer(SDPBackend.FLASH_ATTENTION)
-                    fns["cudnn"] = peer(SDPBackend.CUDNN_ATTENTION)
-                    again = {name: [res[name]] if name in res else [times[name]] for name in fns}
+                    again = {**{cfg: [times[cfg]] for cfg in finalists},
+                             **{name: [res[name]] for name in peers}}
                     for _ in range(rounds):
-                        for name, f in fns.items():
-                            again[name].append(bench(f, rep_ms))
+                        for cfg, f in fns.items():
+                            again[cfg].append(bench(f, rep_ms))
+                        for name in peers:
+                            again[name].append(time_peer(name))
                     med = {name: statistics.median(ts) for name, ts in again.items()}
                     best = min(finalists, key=med.get)
-                    res["tuned"] = med[best]
-                    res["default"] = med.get(dflt, float("inf"))
-                    res["flash"], res["cudnn"] = med["flash"], med["cudnn"]
+                    res = {"tuned": med[best], "default": med.get(dflt, float("inf")),
+                           "flash": med["flash"], "cudnn": med["cudnn"]}
                     for name in ("tuned", "default", "flash", "cudnn"):
                         writer.writerow(dict(dtype=dt, hdim=D, seqlen=L, batch=B, heads=H,
                                              causal=causal, backend=name, ms=res[name],
