@@ -12,6 +12,7 @@
 #include "kernels/launch.h"
 #include "kernels/source.h"
 #include "kernels/family.h"
+#include "kernels/splitkv/params.h"
 #include "kernels/splitkv/splitkv.h"
 #include "tt_test.h"
 #include "kernels/variants.h"
@@ -57,7 +58,7 @@ TEST(shape_rules) {
     ASSERT_EQ(tt__variant_check(&c, 128, NULL, err, sizeof err), TT_ERR_INVAL);
     tt__device_limits d86;
     ASSERT_OK(tt__device_limits_nominal(86, &d86));
-    c = skv(16, 128, 4, 3, 1, 0); /* 213 KB */
+    c = skv(16, 128, 4, 3, 1, 0); /* 196 KB */
     ASSERT_EQ(tt__variant_check(&c, 128, &d86, err, sizeof err), TT_ERR_RANGE);
     ASSERT_CONTAINS(err, "shared memory");
     /* no family 4 in this build */
@@ -66,10 +67,45 @@ TEST(shape_rules) {
 }
 
 TEST(shared_memory_is_the_larger_of_tiles_and_merge) {
-    tt_config c = skv(16, 128, 4, 3, 1, 0);
-    ASSERT_EQ(tt__config_smem_bytes(&c, 128), 2LL * 136 * (16 + 6 * 128));
+    tt_config c = skv(16, 128, 4, 3, 1, 0); /* unpadded 256-byte rows */
+    ASSERT_EQ(tt__config_smem_bytes(&c, 128), 2LL * 128 * (16 + 6 * 128));
     c = skv(128, 16, 8, 2, 0, 0); /* the fp32 merge tile is larger */
     ASSERT_EQ(tt__config_smem_bytes(&c, 128), 4LL * 128 * 136 + 8LL * 128 * 2);
+}
+
+/* The tiles' layout: every chunk of a row once, inside the row; the 8
+ * rows an ldmatrix phase reads at one chunk in 8 distinct bank groups; a
+ * row's 128-byte global lines whole in 128-byte shared segments (what the
+ * padded rows broke for cp.async); and tt_skv_sw_step walking a row as
+ * the kernel's ldmatrix loops do, from any 16-row block. */
+TEST(tile_swizzle_spreads_banks_and_keeps_lines_whole) {
+    const int dims[4] = {32, 64, 128, 256};
+    for (int i = 0; i < 4; i++) {
+        const int d = dims[i], cpr = d / 8, row = 2 * d;
+        for (int r = 0; r < 64; r++) {
+            int seen[32] = {0};
+            for (int c = 0; c < cpr; c++) {
+                const unsigned o = tt_skv_soff(d, r, c);
+                ASSERT_EQ(o % 16, 0u);
+                ASSERT(o >= (unsigned)(r * row) && o < (unsigned)((r + 1) * row));
+                seen[(o - (unsigned)(r * row)) / 16]++;
+                ASSERT_EQ(o / 128, (unsigned)((r * row + c * 16) / 128));
+            }
+            for (int c = 0; c < cpr; c++) ASSERT_EQ(seen[c], 1);
+        }
+        for (int r0 = 0; r0 < 64; r0 += 8)
+            for (int c = 0; c < cpr; c++) {
+                int group[8] = {0};
+                for (int k = 0; k < 8; k++) group[(tt_skv_soff(d, r0 + k, c) / 16) % 8]++;
+                for (int g = 0; g < 8; g++) ASSERT_EQ(group[g], 1);
+            }
+        for (int base = 0; base < 128; base += 16)
+            for (int r = 0; r < 16; r++)
+                for (int k = 0; k < 2; k++)
+                    for (int kk = 0; kk < d / 16; kk++)
+                        ASSERT_EQ(tt_skv_sw_step(tt_skv_soff(d, r, k), kk) + (unsigned)(base * row),
+                                  tt_skv_soff(d, base + r, 2 * kk + k));
+    }
 }
 
 TEST(defaults_are_legal_everywhere) {

@@ -222,7 +222,8 @@ int tt__splitkv_split_tiles(const tt_config *c, int sm_count, int fit, int64_t w
  *   q_in_regs  1 where it fits, else 0
  *   split_ctas 0 (one full wave of what fits an SM), 2 or 4 CTAs an SM:
  *              read by the launch only, one program for the three
- * Not knobs: layout (padded rows, pinned), the fused merge (by the rows a
+ * Not knobs: layout (pinned and not read: Q, K and V rows are unpadded with
+ * their chunks swizzled, splitkv/params.h), the fused merge (by the rows a
  * CTA holds; TILETUNE_SPLITKV_FUSED=0 forces the merge kernel).
  */
 const tt__family tt__family_splitkv = {

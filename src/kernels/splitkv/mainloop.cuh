@@ -77,7 +77,7 @@ constexpr int MT = RW / 16;
 constexpr int WM = TT_SKV_WM(BM, D);
 constexpr int WK = TT_SKV_WK(BM, D, NW);
 constexpr int WN = BN / WK;
-constexpr int ROW_BYTES = (D + 8) * 2; /* padded: ldmatrix rows in distinct banks */
+constexpr int ROW_BYTES = D * 2; /* unpadded: soff's chunk swizzle spreads the banks */
 constexpr int OROW = D + 8;            /* fp32 merge row, floats */
 constexpr u32 Q_BYTES = BM * ROW_BYTES;
 constexpr u32 T_BYTES = BN * ROW_BYTES;
@@ -87,6 +87,15 @@ static_assert(NW % WM == 0 && WK >= 1, "warps must be a multiple of the row warp
 static_assert(BN % WK == 0 && WN % 16 == 0, "each key warp needs a multiple of 16 keys");
 static_assert(NT % CPR == 0 && BN % RSTEP == 0, "tile copy shape");
 static_assert(MT * (WN + D) / 2 + (TT_Q_IN_REGS ? MT * D / 4 : 0) <= 160, "accumulators leave no room");
+
+/* The tiles' layout (splitkv/params.h, tt_skv_soff): unpadded rows, the
+ * chunk index swizzled by the row. The loops add row offsets that are
+ * multiples of 16 rows, under which the swizzle repeats. */
+constexpr int SW_ROWS = CPR < 8 ? 8 / CPR : 1; /* rows sharing one 128-byte line */
+static_assert(Q_BYTES % 128 == 0 && T_BYTES % 128 == 0 && (ROW_BYTES % 128 == 0 || CPR == 4),
+              "tile bases and rows on 128-byte lines: tt_skv_sw_step relies on it");
+__device__ __forceinline__ u32 soff(int r, int c) { return tt_skv_soff(D, r, c); }
+__device__ __forceinline__ u32 sw_step(u32 p, int kk) { return tt_skv_sw_step(p, kk); }
 
 __device__ __forceinline__ u32 smem_u32(const void *p) {
     u32 r;
@@ -343,7 +352,7 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
                 const bool ok = pr < rows;
                 const int i = pr / G, h = un.hk * G + pr % G;
                 const u16 *src = q + (i64)(sq.qoff + i) * p.q_row_stride + (i64)h * p.q_head_stride + c * 8;
-                cp_async16(sQ + r * ROW_BYTES + c * 16, ok ? src : q, ok);
+                cp_async16(sQ + soff(r, c), ok ? src : q, ok);
             }
         }
         cp_commit();
@@ -364,7 +373,9 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
      * both K and V. */
     auto load_kv = [&](int slot, int j) {
         const int r0 = tid / CPR, c = tid % CPR;
-        const u32 dk = sKV + 2 * slot * T_BYTES + r0 * ROW_BYTES + c * 16;
+        const u32 dk = sKV + 2 * slot * T_BYTES, o0 = soff(r0, c);
+        /* each pass's rows share the swizzle when a pass is whole 8-row groups */
+        constexpr bool same_swizzle = RSTEP % (8 * SW_ROWS) == 0;
         constexpr int IT = BN / RSTEP;
         /* Paged: the page numbers of PG rows first (independent loads in
          * flight together), then their copies; a lookup per copy waited one
@@ -402,8 +413,9 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
                     ko = n * p.k_row_stride;
                     vo = n * p.v_row_stride;
                 }
-                cp_async16(dk + it * RSTEP * ROW_BYTES, ok ? kb + ko + c * 8 : kb, ok);
-                cp_async16(dk + T_BYTES + it * RSTEP * ROW_BYTES, ok ? vb + vo + c * 8 : vb, ok);
+                const u32 o = same_swizzle ? o0 + it * RSTEP * ROW_BYTES : soff(r0 + it * RSTEP, c);
+                cp_async16(dk + o, ok ? kb + ko + c * 8 : kb, ok);
+                cp_async16(dk + T_BYTES + o, ok ? vb + vo + c * 8 : vb, ok);
             }
         }
     };
@@ -417,6 +429,9 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
      * lane / 16; K takes row lane % 8 + 8 (lane / 16), chunk (lane / 8) % 2. */
     const int a_row = lane & 15, a_chk = lane >> 4;
     const int k_row = (lane & 7) + ((lane >> 4) << 3), k_chk = (lane >> 3) & 1;
+    /* this lane's row and chunk in a 16-row block (row offsets the loops
+     * add are multiples of 16 rows: the same swizzle) */
+    const u32 a_off = soff(a_row, a_chk), k_off = soff(k_row, k_chk);
     const int wr = wm * RW; /* this warp's first row */
     const bool active = pr0 + wr < rows;
 
@@ -435,7 +450,7 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
-            ldsm_x4(sQ + (wr + mi * 16 + a_row) * ROW_BYTES + (2 * kk + a_chk) * 16, qf[mi][kk][0], qf[mi][kk][1],
+            ldsm_x4(sw_step(sQ + a_off + (wr + mi * 16) * ROW_BYTES, kk), qf[mi][kk][0], qf[mi][kk][1],
                     qf[mi][kk][2], qf[mi][kk][3]);
 #endif
 
@@ -480,14 +495,14 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
 #pragma unroll
                 for (int e = 0; e < 4; ++e) a[mi][e] = qf[mi][kk][e];
 #else
-                ldsm_x4(sQ + (wr + mi * 16 + a_row) * ROW_BYTES + (2 * kk + a_chk) * 16, a[mi][0], a[mi][1],
+                ldsm_x4(sw_step(sQ + a_off + (wr + mi * 16) * ROW_BYTES, kk), a[mi][0], a[mi][1],
                         a[mi][2], a[mi][3]);
 #endif
             }
 #pragma unroll
             for (int nn = 0; nn < WN / 16; ++nn) {
                 u32 b0, b1, b2, b3;
-                ldsm_x4(cK + (nn * 16 + k_row) * ROW_BYTES + (2 * kk + k_chk) * 16, b0, b1, b2, b3);
+                ldsm_x4(sw_step(cK + k_off + nn * 16 * ROW_BYTES, kk), b0, b1, b2, b3);
 #pragma unroll
                 for (int mi = 0; mi < MT; ++mi) {
                     mma16816(s[mi][2 * nn], a[mi], b0, b1);
@@ -552,7 +567,10 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
 #pragma unroll
             for (int dd = 0; dd < D / 16; ++dd) {
                 u32 b0, b1, b2, b3;
-                ldsm_x4_t(cV + (kk * 16 + a_row) * ROW_BYTES + (2 * dd + a_chk) * 16, b0, b1, b2, b3);
+                /* the row offset inside the step: with it outside, ptxas
+                 * kept the four XOR-ed bases across the kk loop, and the
+                 * 255-register 64- and 128-row programs spilled */
+                ldsm_x4_t(sw_step(cV + a_off + kk * 16 * ROW_BYTES, dd), b0, b1, b2, b3);
 #pragma unroll
                 for (int mi = 0; mi < MT; ++mi) {
                     mma16816(acc[mi][2 * dd], pa[mi], b0, b1);

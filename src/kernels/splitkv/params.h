@@ -112,13 +112,36 @@ TT_SKV_FN int tt_skv_bal_span(tt_skv_i64 n, int ctas, int tiles, tt_skv_i64 u, i
     return tt_skv_bal_cta(n, ctas, (u + 1) * tiles - 1) - f + 1;
 }
 
+/* The shared-memory layout of a Q, K or V tile of head_dim d (16-bit
+ * elements): the byte offset of 16-byte chunk c of row r. Rows are not
+ * padded; the chunk index is XOR-ed by the row's place among the 8 rows
+ * (pairs of 64-byte rows at d32) that share a set of banks, so the 8 rows
+ * an ldmatrix phase reads at one chunk fall in 8 distinct bank groups, and
+ * a row's 128-byte global lines land whole in 128-byte shared segments.
+ * Rows padded to d + 8 elements spread the banks too, but a warp's
+ * cp.async into them asked L2 for 1.5x the sectors it copied (ncu on the
+ * H200, docs/perf.md: the decode kernel's L2 at 95% of peak with DRAM at
+ * 88%). */
+TT_SKV_FN unsigned tt_skv_soff(int d, int r, int c) {
+    const int cpr = d / 8, span = cpr < 8 ? cpr : 8, rows = cpr < 8 ? 8 / cpr : 1;
+    return (unsigned)(r * 2 * d + ((c ^ ((r / rows) % span)) << 4));
+}
+/* From p, the address of chunk k (0 or 1) of a row in a 128-byte aligned
+ * tile, the address of its chunk 2 kk + k, as ldmatrix walks the row: the
+ * low three chunk bits are swizzled, so within a 128-byte line a step is
+ * an XOR of address bits 5 and 6, and every fourth step a line further. */
+TT_SKV_FN unsigned tt_skv_sw_step(unsigned p, int kk) {
+    return (p ^ (unsigned)((kk & 3) << 5)) + (unsigned)((kk >> 2) << 7);
+}
+
 /* Rows per warp (two m16 tiles, one at head_dim 256 where O would spill),
  * warps along rows and along keys. */
 #define TT_SKV_RW(bm, d) ((bm) < 32 ? (bm) : ((d) >= 256 ? 16 : 32))
 #define TT_SKV_WM(bm, d) ((bm) / TT_SKV_RW(bm, d))
 #define TT_SKV_WK(bm, d, warps) ((warps) / TT_SKV_WM(bm, d))
-/* fp32 merge rows are padded by 8 floats against bank conflicts. */
-#define TT_SKV_MAIN_BYTES(bm, bn, d, st) (2 * ((d) + 8) * ((bm) + 2 * (st) * (bn)))
+/* Q, K and V rows unpadded (the kernel swizzles their chunks); fp32
+ * merge rows are padded by 8 floats against bank conflicts. */
+#define TT_SKV_MAIN_BYTES(bm, bn, d, st) (2 * (d) * ((bm) + 2 * (st) * (bn)))
 #define TT_SKV_MERGE_BYTES(bm, d, warps) (4 * (bm) * ((d) + 8) + 8 * (bm) * TT_SKV_WK(bm, d, warps))
 #define TT_SPLITKV_SMEM_BYTES(bm, bn, d, st, warps) \
     (TT_SKV_MAIN_BYTES(bm, bn, d, st) > TT_SKV_MERGE_BYTES(bm, d, warps) \
