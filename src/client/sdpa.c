@@ -78,7 +78,7 @@ static int choose_splitkv(const tt__splitkv_target *t, const tt_config *given, t
     if (tt__splitkv_default(t->rows_max, k2.seqlen_k, k2.head_dim, &t->limits, out) < 0)
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
                         "no splitkv schedule of head_dim %d fits this device", (int)k2.head_dim);
-    if (t->params.block_table) tt__splitkv_default_paged(out);
+    if (t->params.block_table) tt__splitkv_default_paged(out, k2.head_dim);
     return 0;
 }
 

@@ -106,11 +106,15 @@ static const struct short_row {
  * as fit), so the split count follows batch x heads at run time. From the
  * H200 sweeps (docs/perf.md, inference), each the config with the best
  * worst case over the decode shapes (batch 1-64, 4k-128k keys): 16 rows
- * (one token, group <= 16) 64-key tiles, 4 stages, Q in registers, one
- * wave of what fits (within 5% of the best at every shape; 128-key tiles
- * were as good contiguous but look up twice the page numbers a tile, 1.1-
- * 1.4x slower on a paged cache); 32 rows 128-key tiles, 3 stages (1%);
- * 64 rows 64-key tiles, 2 stages (3%); 128 rows 8 warps. At head dim 64
+ * (one token, group <= 16) at d128 128-key tiles, 3 stages, Q in
+ * registers, one wave of what fits (within 1.2% of the best at every
+ * shape since the tiles are swizzled; the 64-key 4-stage row it replaces
+ * ran 1.05-1.10x; a paged cache takes its own tile,
+ * tt__splitkv_default_paged); 32 rows 128-key tiles, 3 stages (1%; at
+ * d128 64-key tiles since the swizzle: 1.007x the best at 8 tokens of
+ * group 4, the 128-key row 1.14x); 64 rows 64-key tiles, 2 stages (3%;
+ * at d128 3 stages since the swizzle: 1.003x, 2 stages 1.02x); 128 rows 8
+ * warps. At head dim 64
  * the 16-row tile takes 128 keys (half the bytes of a d128 row: the
  * inference grid's d64 decode winners, the 64-key tile up to 1.19x
  * slower), and the 128-row one 4 warps (one key warp: 1.15-1.22x faster
@@ -147,15 +151,15 @@ static const struct splitkv_row splitkv_sm90[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
     {16, 32, 16, 64, 4, 4, 1, 0},
     {16, 64, 16, 128, 4, 4, 1, 0},
-    {16, 128, 16, 64, 4, 4, 1, 0},
+    {16, 128, 16, 128, 4, 3, 1, 0},
     {16, 256, 16, 64, 4, 2, 0, 0},
     {32, 32, 32, 128, 4, 3, 1, 0},
     {32, 64, 32, 128, 4, 3, 1, 0},
-    {32, 128, 32, 128, 4, 3, 0, 0},
+    {32, 128, 32, 64, 4, 3, 0, 0},
     {32, 256, 32, 64, 4, 2, 0, 0},
     {64, 32, 64, 64, 4, 2, 1, 0},
     {64, 64, 64, 64, 4, 2, 1, 0},
-    {64, 128, 64, 64, 4, 2, 0, 0},
+    {64, 128, 64, 64, 4, 3, 0, 0},
     {64, 256, 64, 32, 4, 2, 0, 0},
     {128, 32, 128, 64, 8, 2, 1, 0},
     {128, 64, 128, 64, 4, 2, 1, 0},

@@ -127,12 +127,14 @@ TEST(defaults_are_legal_everywhere) {
                     TT_FAIL_AT("rows %lld got block_m %d", (long long)rows[r], (int)c.block_m);
                 /* a paged cache's default is as legal, and never deeper */
                 tt_config pc = c;
-                tt__splitkv_default_paged(&pc);
+                tt__splitkv_default_paged(&pc, dims[i % 4]);
                 if (tt__variant_check(&pc, dims[i % 4], &d, err, sizeof err) < 0)
                     TT_FAIL_AT("sm_%d d%d rows %lld paged: %s", arch[a], dims[i % 4], (long long)rows[r],
                                err);
-                ASSERT(pc.stages <= c.stages && pc.block_m == c.block_m && pc.block_n == c.block_n);
+                ASSERT(pc.stages <= c.stages && pc.block_m == c.block_m && pc.block_n <= c.block_n);
                 if (c.block_m == 16) ASSERT_EQ(pc.stages, 2);
+                /* d128 pages: the 64-key tile (128 keys ran them 1.2-1.4x slower) */
+                if (c.block_m == 16 && c.warps == 4 && dims[i % 4] == 128) ASSERT_EQ(pc.block_n, 64);
             }
     }
 }

@@ -102,13 +102,18 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__dev
     return TT_ERR_UNSUPPORTED;
 }
 
-void tt__splitkv_default_paged(tt_config *c) {
+void tt__splitkv_default_paged(tt_config *c, int32_t head_dim) {
     /* One CTA an SM (4 stages) runs a paged cache 1.25-1.46x slower than a
      * contiguous one on the H200, three (2 stages) 0.98-1.02x (with the
      * split filling the last wave). Not for want of the page numbers: read
      * a tile ahead into shared memory they changed neither (docs/perf.md,
-     * the inference grid section). */
-    if (c->family == TT_FAMILY_SPLITKV && c->block_m <= 16 && c->stages > 2) c->stages = 2;
+     * the inference grid section). At d128 the contiguous row's 128-key
+     * 4-warp tile ran pages 1.19-1.41x its contiguous time, the 64-key
+     * 2-stage tile 0.91-1.00x: a paged d128 decode keeps 64 keys (with
+     * the one key warp of 4; 8 warps split 128 keys 8 ways). */
+    if (c->family != TT_FAMILY_SPLITKV || c->block_m > 16) return;
+    if (c->stages > 2) c->stages = 2;
+    if (head_dim >= 128 && c->block_n > 64 && c->warps <= 4) c->block_n = 64;
 }
 
 /* Tiles no larger than the packed rows (seqlen_q x group) need, and one

@@ -25,11 +25,11 @@ int tt__splitkv_head_dim_ok(int64_t d);
 /* Packed rows of a query block: seqlen_q x query heads per KV head. */
 int64_t tt__splitkv_rows(int64_t seqlen_q, int64_t group);
 
+/* The default for a paged cache from the contiguous one: a decode tile
+ * with 2 stages, and 64 keys at head_dim >= 128 (see splitkv/family.c). */
+void tt__splitkv_default_paged(tt_config *c, int32_t head_dim);
 /* The built-in default for `rows` packed rows (seqlen_q x group) and
  * seqlen_k on `dev` (NULL: sm_90's limits). */
-/* The default for a paged cache: the same tile with 2 stages where the
- * table's row has more (see splitkv/family.c). */
-void tt__splitkv_default_paged(tt_config *c);
 int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t head_dim, const tt__device_limits *dev,
                         tt_config *out);
 
