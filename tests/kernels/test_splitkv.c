@@ -139,6 +139,134 @@ TEST(defaults_are_legal_everywhere) {
     }
 }
 
+/* The device's choice of tiles a split for a varlen batch (mainloop.cuh,
+ * varlen_plan): sequences of qb[i] query blocks over n[i] key tiles, on
+ * `heads` KV heads. */
+static int varlen_choice(const int *qb, const int *n, int count, int heads, int slots, int floor,
+                         int64_t *ctas_out) {
+    int64_t work = 0, units = 0;
+    int longest = 0;
+    for (int i = 0; i < count; i++) {
+        work += (int64_t)qb[i] * n[i];
+        units += qb[i];
+        if (qb[i] > 0 && n[i] > longest) longest = n[i];
+    }
+    work *= heads;
+    units *= heads;
+    int cand[TT_SKV_CANDIDATES];
+    int64_t ctas[TT_SKV_CANDIDATES];
+    for (int j = 0; j < TT_SKV_CANDIDATES; j++) {
+        cand[j] = tt_skv_varlen_candidate(j, work, units, longest, slots, floor);
+        ctas[j] = 0;
+        for (int i = 0; i < count; i++) ctas[j] += (int64_t)qb[i] * tt_skv_unit_splits(n[i], cand[j]);
+        ctas[j] *= heads;
+    }
+    const int t = tt_skv_varlen_pick(ctas, cand, longest, slots);
+    int64_t c = 0;
+    for (int i = 0; i < count; i++) c += (int64_t)qb[i] * tt_skv_unit_splits(n[i], t);
+    *ctas_out = c * heads;
+    /* the least estimated time of all candidates */
+    for (int j = 0; j < TT_SKV_CANDIDATES; j++)
+        if (tt_skv_varlen_cost(ctas[j], cand[j], longest, slots) <
+            tt_skv_varlen_cost(*ctas_out, t, longest, slots))
+            return -1;
+    return t;
+}
+
+/* Varlen splits from the work the device counts: whole waves of even
+ * CTAs, every unit's tiles covered once, never under the host's floor
+ * (which sized the grid). */
+TEST(varlen_splits_follow_each_sequence) {
+    int64_t ctas;
+    uint64_t x = 88172645463325252ull;
+    /* a 512-token chunk of group 4 alone, 128-row tiles of 64 keys, 8 KV
+     * heads: 16 query blocks x 8 heads of 128 tiles. One CTA an SM (132
+     * slots): no split, one wave, as the dense entry point runs it (the
+     * host's count alone gave 16 splits of 8 tiles) */
+    const int qb1[1] = {16}, n1[1] = {128};
+    ASSERT_EQ(varlen_choice(qb1, n1, 1, 8, 132, 8, &ctas), 128);
+    ASSERT_EQ(ctas, 128);
+    /* two an SM (264 slots): 2 splits, 256 CTAs, one wave */
+    const int t2 = varlen_choice(qb1, n1, 1, 8, 264, 8, &ctas);
+    ASSERT_EQ(tt_skv_unit_splits(128, t2), 2);
+    ASSERT_EQ(ctas, 256);
+    /* chunks of 128 and 512 tokens over 8k keys: 160 units of 128 tiles on
+     * 132 slots; unsplit is two waves, the second a fifth full: 4 splits
+     * (640 CTAs of 32 tiles, five waves, 160 tiles a slot) */
+    const int qb3[2] = {4, 16}, n3[2] = {128, 128};
+    ASSERT_EQ(varlen_choice(qb3, n3, 2, 8, 132, 8, &ctas), 32);
+    /* one-token sequences over 4k-32k keys (128-key tiles): one wave, no
+     * CTA over twice a slot's share of the work */
+    const int qb4[4] = {1, 1, 1, 1}, n4[4] = {32, 128, 256, 8};
+    const int t4 = varlen_choice(qb4, n4, 4, 8, 132, 2, &ctas);
+    ASSERT(t4 > 0 && ctas <= 132 && t4 <= 2 * ((32 + 128 + 256 + 8) * 8 + 131) / 132);
+    /* the floor holds */
+    ASSERT_EQ(varlen_choice(qb1, n1, 1, 8, 264, 200, &ctas), 200);
+    /* one query block a sequence: the host's own rule, the fewest tiles
+     * a split in one wave. Four decode sequences of 4k, 16k, 32k and 1k
+     * keys, 128-key tiles, 8 KV heads, one CTA an SM on 132 SMs: 33 tiles
+     * a split, 8 splits in the grid, 8 x (1 + 4 + 8 + 1) = 112 CTAs (a
+     * wave's share, 26, made 144) */
+    tt_config c = skv(16, 128, 4, 3, 1, 0);
+    int splits;
+    ASSERT_EQ(tt__splitkv_varlen_tiles(&c, 132, 1, 4096 + 16384 + 32768 + 1024, 4, 8, 256, &splits), 33);
+    ASSERT_EQ(splits, 8);
+    /* one sequence of 4k keys: 2 tiles a split, 8 x 16 = 128 CTAs */
+    ASSERT_EQ(tt__splitkv_varlen_tiles(&c, 132, 1, 4096, 1, 8, 32, &splits), 2);
+    ASSERT_EQ(splits, 16);
+    for (int trial = 0; trial < 500; trial++) {
+        int lk[16];
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const int count = 1 + (int)((x >> 11) % 16), heads = 1 + (int)((x >> 40) % 8);
+        int64_t total = 0, max_tiles = 1;
+        for (int i = 0; i < count; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            lk[i] = (int)((x >> 20) % 200000);
+            total += lk[i];
+            if ((lk[i] + 127) / 128 > max_tiles) max_tiles = (lk[i] + 127) / 128;
+        }
+        const int sms = 8 + (int)(x % 140);
+        const int t = tt__splitkv_varlen_tiles(&c, sms, 1, total, count, heads, max_tiles, &splits);
+        int64_t n = 0;
+        for (int i = 0; i < count; i++) n += heads * (t > 0 ? tt_skv_unit_splits((lk[i] + 127) / 128, t) : 1);
+        ASSERT(t == 0 ? splits == 1 : splits == (max_tiles + t - 1) / t);
+        /* units that leave room: one wave, unless the most splits cap it */
+        if ((count + 1) * heads <= sms && splits < TT_SPLITKV_MAX_SPLITS) ASSERT(n <= sms);
+    }
+    /* a unit with no key, or fewer tiles than a split takes: one split */
+    ASSERT_EQ(tt_skv_unit_splits(0, 7), 1);
+    ASSERT_EQ(tt_skv_unit_splits(7, 7), 1);
+    ASSERT_EQ(tt_skv_unit_splits(8, 7), 2);
+    for (int trial = 0; trial < 2000; trial++) {
+        int qb[16], n[16];
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const int count = 1 + (int)((x >> 11) % 16), heads = 1 + (int)((x >> 40) % 8);
+        int longest = 1;
+        for (int i = 0; i < count; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            qb[i] = (x >> 5) % 4 == 0 ? 1 + (int)((x >> 20) % 32) : (int)((x >> 20) % 2);
+            n[i] = (int)((x >> 33) % 3000);
+            if (n[i] > longest) longest = n[i];
+        }
+        const int slots = 1 + (int)(x % 600);
+        const int floor = 1 + (int)((x >> 50) % 8);
+        const int t = varlen_choice(qb, n, count, heads, slots, floor, &ctas);
+        ASSERT(t >= floor); /* and of least cost: varlen_choice checks */
+        for (int i = 0; i < count; i++) {
+            const int ns = tt_skv_unit_splits(n[i], t);
+            /* within the grid the floor sized */
+            ASSERT(ns <= (longest + floor - 1) / floor);
+            /* the splits cover the unit's tiles once, none over `t` */
+            ASSERT_EQ(tt_skv_split_start(n[i], ns, 0), 0);
+            ASSERT_EQ(tt_skv_split_start(n[i], ns, ns), n[i]);
+            for (int s2 = 0; s2 < ns; s2++) {
+                const int a = tt_skv_split_start(n[i], ns, s2), e = tt_skv_split_start(n[i], ns, s2 + 1);
+                ASSERT(a <= e && e - a <= t);
+            }
+        }
+    }
+}
+
 TEST(split_count_follows_the_batch) {
     tt_config c = skv(16, 128, 4, 3, 1, 2);
     /* 132 SMs, 2 CTAs of the variant fit, target 2 each = 264; 8 KV heads

@@ -150,6 +150,35 @@ static int64_t split_per_sm(const tt_config *c, int fit) {
     return c->split_ctas > 0 && c->split_ctas < f ? c->split_ctas : f;
 }
 
+int tt__splitkv_varlen_tiles(const tt_config *c, int sm_count, int fit, int64_t total_k, int64_t batch,
+                             int64_t heads_kv, int64_t max_tiles, int *splits) {
+    *splits = 1;
+    if (max_tiles <= 1 || sm_count <= 0 || total_k <= 0 || batch <= 0 || heads_kv <= 0) return 0;
+    const int64_t slots = split_per_sm(c, fit) * sm_count, bn = c->block_n;
+    /* the sequences' tiles, sum of ceil(L_b / bn) <= T, and at t tiles a
+     * split their CTAs, sum of ceil(t_b / t) <= (T + batch (t - 1)) / t */
+    const int64_t T = (total_k + batch * (bn - 1)) / bn, m = slots / heads_kv;
+    int64_t tps;
+    if (m + 1 > batch && T > batch) {
+        /* the fewest with heads_kv x that <= slots: one wave */
+        tps = (T - batch) / (m + 1 - batch) + 1;
+    } else {
+        /* the units fill a wave already: a wave's share */
+        const int64_t work = heads_kv * (T > 0 ? T : 1);
+        tps = (work + slots - 1) / slots;
+    }
+    if (tps < 1) tps = 1;
+    if ((max_tiles + tps - 1) / tps > TT_SPLITKV_MAX_SPLITS)
+        tps = (max_tiles + TT_SPLITKV_MAX_SPLITS - 1) / TT_SPLITKV_MAX_SPLITS;
+    if (tps >= max_tiles) return 0;
+    *splits = (int)((max_tiles + tps - 1) / tps);
+    return (int)tps;
+}
+
+int64_t tt__splitkv_slots(const tt_config *c, int sm_count, int fit) {
+    return split_per_sm(c, fit) * (sm_count > 0 ? sm_count : 1);
+}
+
 int tt__splitkv_splits(const tt_config *c, int sm_count, int fit, int64_t ctas, int64_t max_tiles) {
     if (max_tiles <= 1 || sm_count <= 0 || ctas <= 0) return 1;
     const int64_t per_sm = split_per_sm(c, fit);

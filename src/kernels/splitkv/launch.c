@@ -135,6 +135,16 @@ static void balance_read(void) {
     const char *e = getenv("TILETUNE_SPLITKV_BALANCE");
     balance_grid = e && strcmp(e, "1") == 0;
 }
+/* Varlen splits from the batch's work: the one-wave rule where every
+ * sequence is one query block, a planner on the device where some are
+ * several; TILETUNE_SPLITKV_VARLEN=host keeps the host's wave share of
+ * its estimate, every sequence counted as one query block (A/B). */
+static pthread_once_t varlen_once = PTHREAD_ONCE_INIT;
+static int varlen_device = 1;
+static void varlen_read(void) {
+    const char *e = getenv("TILETUNE_SPLITKV_VARLEN");
+    varlen_device = !(e && strcmp(e, "host") == 0);
+}
 
 /* ---- the launch ------------------------------------------------------------------ */
 
@@ -147,6 +157,7 @@ typedef struct plan {
     size_t ctr_bytes; /* merge counters (fused merge), 256-byte aligned */
     size_t parts;     /* o_part, then lse_part at lse_off */
     size_t lse_off;   /* bytes from o_part to lse_part */
+    size_t slot_off;  /* split_slots > 0: bytes from o_part to split_tiles_out */
 } plan;
 
 /* The split and the workspace of `p` (all else filled) with loaded `k`;
@@ -166,7 +177,9 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
      * per-sequence lengths only shorten some units: their CTAs skip the
      * tiles past the end): the balanced grid, when it is one. */
     int bal_ctas = 0;
-    pl->p.bal_ctas = pl->p.bal_tiles = 0; /* the plan's to set, whatever the caller left */
+    /* the plan's to set, whatever the caller left */
+    pl->p.bal_ctas = pl->p.bal_tiles = pl->p.split_slots = pl->p.plan = 0;
+    pl->p.split_tiles_out = NULL;
     if (balance_grid && total_k == 0 && qblocks == 1 && c->block_m <= TT_SPLITKV_BAL_MAX_BM) {
         /* the tiles the kernel visits for the block's last row: top-left
          * causal stops at key seqlen_q - 1 */
@@ -187,7 +200,25 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
              * one tiles-per-split for all gives each its share of the
              * splits (each sequence counted as one query block of tiles) */
             const int64_t work = (int64_t)p->heads_kv * ((total_k + c->block_n - 1) / c->block_n + p->batch);
-            pl->p.split_tiles = tt__splitkv_split_tiles(c, k->limits.sm_count, fit, work, max_tiles, &splits);
+            pthread_once(&varlen_once, varlen_read);
+            if (qblocks == 1 && varlen_device) {
+                /* every sequence one query block: the fewest tiles a split
+                 * that keep the CTAs to one wave (a wave's share made 144
+                 * CTAs of 132 slots for four decode sequences on the
+                 * H200, 1.5x) */
+                pl->p.split_tiles = tt__splitkv_varlen_tiles(c, k->limits.sm_count, fit, total_k, p->batch,
+                                                             p->heads_kv, max_tiles, &splits);
+            } else {
+                pl->p.split_tiles =
+                    tt__splitkv_split_tiles(c, k->limits.sm_count, fit, work, max_tiles, &splits);
+                /* That undercounts a sequence of several query blocks (a
+                 * 512-token chunk alone: 16 splits of 8 tiles, 1.44x its
+                 * dense run on the H200): a planner CTA counts the real
+                 * work on the device and takes at least these tiles a
+                 * split, so the grid's splits bound its own. */
+                if (splits > 1 && varlen_device)
+                    pl->p.split_slots = (int)tt__splitkv_slots(c, k->limits.sm_count, fit);
+            }
         } else {
             splits = tt__splitkv_splits(c, k->limits.sm_count, fit, (int64_t)p->batch * p->heads_kv * qblocks,
                                         max_tiles);
@@ -214,6 +245,10 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
             pl->ctr_bytes = ((size_t)p->batch * p->heads_kv * qblocks * 4 + 255) & ~(size_t)255;
         pl->lse_off = (rows * (size_t)k->variant.head_dim * 4 + 255) & ~(size_t)255;
         pl->parts = pl->lse_off + rows * 4;
+        if (pl->p.split_slots > 0) {
+            pl->slot_off = (pl->parts + 255) & ~(size_t)255;
+            pl->parts = pl->slot_off + 256;
+        }
         pl->ws_bytes = pl->ctr_bytes + pl->parts;
     }
     return 0;
@@ -221,8 +256,17 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
 
 static int launch_locked(const tt__cuda *cu, plan *pl, CUstream stream, char *err, size_t errlen) {
     void *params[1] = {&pl->p};
-    CUresult r = cu->LaunchKernel(pl->k->fn, pl->gx, pl->gy, pl->gz, (unsigned)pl->k->threads, 1, 1,
-                                  (unsigned)pl->k->smem, stream, params, NULL);
+    CUresult r;
+    if (pl->p.split_slots > 0) {
+        /* the varlen planner: one CTA of the combine kernel's entry */
+        tt_splitkv_params q = pl->p;
+        q.plan = 1;
+        void *qp[1] = {&q};
+        if ((r = cu->LaunchKernel(pl->k->fn2, 1, 1, 1, 128, 1, 1, 0, stream, qp, NULL)))
+            return tt__cuda_fail(cu, r, "cuLaunchKernel(varlen planner)", err, errlen);
+    }
+    r = cu->LaunchKernel(pl->k->fn, pl->gx, pl->gy, pl->gz, (unsigned)pl->k->threads, 1, 1,
+                         (unsigned)pl->k->smem, stream, params, NULL);
     if (r) return tt__cuda_fail(cu, r, "cuLaunchKernel", err, errlen);
     if (pl->p.splits > 1 && !pl->p.counters) {
         const int64_t rows = (int64_t)pl->p.tokens * pl->p.heads_q;
@@ -247,6 +291,7 @@ static int run_captured(const tt__cuda *cu, plan *pl, CUstream stream, char *err
         pl->p.counters = pl->ctr_bytes ? (int *)(uintptr_t)base : NULL;
         pl->p.o_part = (float *)(uintptr_t)parts;
         pl->p.lse_part = (float *)(uintptr_t)(parts + pl->lse_off);
+        if (pl->p.split_slots > 0) pl->p.split_tiles_out = (int *)(uintptr_t)(parts + pl->slot_off);
         rc = launch_locked(cu, pl, stream, err, errlen);
     }
     if ((r = cu->MemFreeAsync(base, stream)) && rc == 0)
@@ -302,6 +347,7 @@ static int run_plan(plan *pl, void *ws, size_t ws_len, CUstream stream, char *er
         pl->p.counters = pl->ctr_bytes ? (int *)(uintptr_t)base : NULL;
         pl->p.o_part = (float *)(uintptr_t)parts;
         pl->p.lse_part = (float *)(uintptr_t)(parts + pl->lse_off);
+        if (pl->p.split_slots > 0) pl->p.split_tiles_out = (int *)(uintptr_t)(parts + pl->slot_off);
     }
     rc = launch_locked(cu, pl, stream, err, errlen);
     if (own) pthread_mutex_unlock(&ws_lock);

@@ -186,6 +186,80 @@ __device__ __forceinline__ int key_limit(int i, int Lq, int Lk) {
 #endif
 }
 
+/* Varlen (p.split_slots > 0): the tiles a split takes, chosen once a
+ * launch by one CTA of PT threads (the planner, before the main kernel)
+ * from the batch's work (params.h, tt_skv_varlen_pick): every sequence's
+ * query blocks x key tiles (a causal block counted whole: an upper bound),
+ * then the CTAs of each candidate. Written to *p.split_tiles_out for the
+ * main kernel and the combine kernel. Counted in every CTA instead, its
+ * dependent loads and barriers delayed each CTA's first copy by 3-5 us on
+ * the H200, and the grid's empty CTAs paid it too. */
+template <int PT> __device__ __forceinline__ void varlen_plan(const tt_splitkv_params &p) {
+    constexpr int NC = TT_SKV_CANDIDATES, PW = PT / 32;
+    __shared__ i64 part[PW][NC];
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    i64 work = 0, units = 0, longest = 0;
+    for (int b = tid; b < p.batch; b += PT) {
+        const Seq s = seq_of(p, b);
+        const i64 qb = ((i64)s.Lq * p.group + BM - 1) / BM, n = (s.Lk + BN - 1) / BN;
+        work += qb * n;
+        units += qb;
+        if (qb > 0) longest = max(longest, n);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        work += __shfl_xor_sync(0xffffffffu, work, o);
+        units += __shfl_xor_sync(0xffffffffu, units, o);
+        longest = max(longest, __shfl_xor_sync(0xffffffffu, longest, o));
+    }
+    if (lane == 0) {
+        part[warp][0] = work;
+        part[warp][1] = units;
+        part[warp][2] = longest;
+    }
+    __syncthreads();
+    work = units = longest = 0;
+#pragma unroll
+    for (int w = 0; w < PW; ++w) {
+        work += part[w][0];
+        units += part[w][1];
+        longest = max(longest, part[w][2]);
+    }
+    __syncthreads(); /* part is reused below */
+    work *= p.heads_kv;
+    units *= p.heads_kv;
+    int cand[NC];
+    i64 ctas[NC];
+#pragma unroll
+    for (int j = 0; j < NC; ++j) {
+        cand[j] = tt_skv_varlen_candidate(j, work, units, (int)longest, p.split_slots, p.split_tiles);
+        ctas[j] = 0;
+    }
+    for (int b = tid; b < p.batch; b += PT) {
+        const Seq s = seq_of(p, b);
+        const i64 qb = ((i64)s.Lq * p.group + BM - 1) / BM;
+        const int n = (s.Lk + BN - 1) / BN;
+#pragma unroll
+        for (int j = 0; j < NC; ++j) ctas[j] += qb * tt_skv_unit_splits(n, cand[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < NC; ++j) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ctas[j] += __shfl_xor_sync(0xffffffffu, ctas[j], o);
+        if (lane == 0) part[warp][j] = ctas[j];
+    }
+    __syncthreads();
+    if (tid != 0) return;
+#pragma unroll
+    for (int j = 0; j < NC; ++j) {
+        ctas[j] = 0;
+#pragma unroll
+        for (int w = 0; w < PW; ++w) ctas[j] += part[w][j];
+        ctas[j] *= p.heads_kv;
+    }
+    *p.split_tiles_out = tt_skv_varlen_pick(ctas, cand, (int)longest, p.split_slots);
+}
+
 /* A row's max and sum over the key warps' (max, sum) pairs in shared
  * memory ([WK][BM] each), exp2 domain. */
 __device__ __forceinline__ void row_stats(const float *sm_m, const float *sm_l, int row, float sl2, float &M,
@@ -317,6 +391,9 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
     const int g = lane >> 2, t = lane & 3;
     const int wm = warp / WK, wk = warp % WK;
     const int G = p.group;
+    const bool varlen_split = p.split_slots > 0;
+    /* varlen: the planner's choice (it ran before this kernel) */
+    int tps = varlen_split ? *p.split_tiles_out : p.split_tiles;
     const Seq sq = seq_of(p, un.b);
     const int rows = sq.Lq * G; /* packed rows of this sequence */
     const int pr0 = un.qb * BM;
@@ -326,13 +403,23 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
     const int kv_end = key_limit(i_last, sq.Lq, sq.Lk);
     const int min_lim = key_limit(i_first, sq.Lq, sq.Lk);
     const int n_tiles = (kv_end + BN - 1) / BN;
-    /* a split past a short sequence's tiles is empty: it writes LSE -inf */
+    /* a split past a short sequence's tiles is empty: it writes LSE -inf;
+     * varlen with split_slots: a unit has its own splits, the others
+     * return. Its split count waits out the main loop in shared memory (in
+     * a register, the 255-register 64- and 128-row programs spilled). */
+    __shared__ int unit_splits;
     int t_begin, t_end;
     if (un.a >= 0) {
         t_begin = un.a;
         t_end = min(n_tiles, un.e);
+    } else if (varlen_split) {
+        const int ns = tt_skv_unit_splits(n_tiles, tps);
+        if (un.split >= ns) return;
+        if (tid == 0) unit_splits = ns;
+        t_begin = tt_skv_split_start(n_tiles, ns, un.split);
+        t_end = tt_skv_split_start(n_tiles, ns, un.split + 1);
     } else {
-        const int tps = p.split_tiles > 0 ? p.split_tiles : (n_tiles + un.nsplit - 1) / un.nsplit;
+        if (tps <= 0) tps = (n_tiles + un.nsplit - 1) / un.nsplit;
         t_begin = un.split * tps;
         t_end = min(n_tiles, t_begin + tps);
     }
@@ -646,7 +733,8 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
     /* Out: 8 columns a thread, coalesced. splits == 1: O (16-bit) and LSE;
      * else the split's normalized O (fp32) and LSE for the combine. */
     const float LN2 = 0.6931471805599453f;
-    const bool direct = un.nsplit == 1;
+    const int nsplit = p.split_slots > 0 && un.a < 0 ? unit_splits : un.nsplit;
+    const bool direct = nsplit == 1;
 #pragma unroll 1
     for (int idx = tid; idx < BM * CPR; idx += NT) {
         const int r = idx / CPR, c = idx % CPR, pr = pr0 + r;
@@ -686,7 +774,7 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
     __syncthreads();
     if (tid == 0) {
         int *ctr = p.counters + ((i64)un.b * p.heads_kv + un.hk) * p.qblocks + un.qb;
-        last = atomicAdd(ctr, 1) == un.nsplit - 1;
+        last = atomicAdd(ctr, 1) == nsplit - 1;
         if (last) *ctr = 0;
     }
     __syncthreads();
@@ -697,7 +785,7 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
         if (pr >= rows) break;
         const int i = pr / G, h = un.hk * G + pr % G;
         const int tok = (p.cu_seqlens_q ? sq.qoff : un.b * p.seqlen_q) + i;
-        combine_row(p, (i64)tok * p.heads_q + h, un.b, sq.qoff + i, h, lane, un.nsplit);
+        combine_row(p, (i64)tok * p.heads_q + h, un.b, sq.qoff + i, h, lane, nsplit);
     }
 #endif
 }
@@ -762,8 +850,14 @@ extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_p
 }
 
 /* The standalone merge, when the launcher runs it as a second kernel
- * (TILETUNE_SPLITKV_FUSED=0): one warp per (token, head) row. */
+ * (rows past the fused merge's, or TILETUNE_SPLITKV_FUSED=0): one warp per
+ * (token, head) row. With p.plan, the varlen planner instead. */
 extern "C" __global__ void __launch_bounds__(128) tt_splitkv_combine_kernel(tt_splitkv_params p) {
+    if (p.plan) {
+        /* launched as the varlen planner: one CTA, before the main kernel */
+        varlen_plan<128>(p);
+        return;
+    }
     const int lane = threadIdx.x & 31;
     const i64 row = (i64)blockIdx.x * 4 + (threadIdx.x >> 5);
     const i64 nrows = (i64)p.tokens * p.heads_q;
@@ -777,6 +871,23 @@ extern "C" __global__ void __launch_bounds__(128) tt_splitkv_combine_kernel(tt_s
     const int b = p.cu_seqlens_q ? 0 : tok / p.seqlen_q;
     const int i = p.cu_seqlens_q ? tok : tok % p.seqlen_q;
     int nsplit = p.splits;
+    if (p.split_slots > 0) {
+        /* the token's sequence: the last whose first token is at or before
+         * it (empty sequences share their first token with the next) */
+        int lo = 0, hi = p.batch - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) >> 1;
+            if (p.cu_seqlens_q[mid] <= tok) lo = mid;
+            else hi = mid - 1;
+        }
+        const Seq s = seq_of(p, lo);
+        if (tok - s.qoff >= s.Lq) return; /* past the maxima: no CTA ran it */
+        const int pr = (tok - s.qoff) * p.group + h % p.group, qb = pr / BM;
+        const int i_last = min(s.Lq - 1, (qb * BM + BM - 1) / p.group);
+        const int n_tiles = (key_limit(i_last, s.Lq, s.Lk) + BN - 1) / BN;
+        nsplit = tt_skv_unit_splits(n_tiles, *p.split_tiles_out);
+        if (nsplit == 1) return; /* its one CTA wrote O */
+    }
     if (p.bal_ctas > 0) {
         /* a unit one CTA held is written already */
         const i64 n = (i64)p.batch * p.heads_kv * p.bal_tiles;

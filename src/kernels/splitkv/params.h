@@ -70,6 +70,18 @@ typedef struct tt_splitkv_params {
     int split_tiles;         /* > 0: key tiles a split takes, the same for every
                                 sequence (varlen: splits follow each sequence's
                                 length); 0: each CTA's tiles over `splits` */
+    int split_slots;         /* varlen with sequences of several query blocks,
+                                splits > 1: the CTA slots of one wave. The
+                                host knows the batch's maxima, not each
+                                sequence's lengths; a planner CTA (the combine
+                                kernel's entry with `plan`) counts the batch's
+                                work before the main kernel and picks the
+                                tiles a split takes (tt_skv_varlen_pick),
+                                never under split_tiles. 0: split_tiles as
+                                given */
+    int *split_tiles_out;    /* split_slots > 0: the planner's choice, read by
+                                the main and combine kernels */
+    int plan;                /* 1 in the planner's launch only */
     int bal_ctas;            /* > 0: the balanced grid (see below) of this many
                                 CTAs; `splits` is then the most CTAs one unit
                                 spans; 0: the grid of query blocks x splits */
@@ -98,8 +110,10 @@ typedef struct tt_splitkv_params {
 #define TT_SPLITKV_BAL_MAX_BM 32
 #ifdef __CUDACC_RTC__
 #define TT_SKV_FN __device__ __forceinline__
+#define TT_SKV_UNROLL _Pragma("unroll")
 #else
 #define TT_SKV_FN static inline
+#define TT_SKV_UNROLL
 #endif
 /* The first tile of CTA c. */
 TT_SKV_FN tt_skv_i64 tt_skv_bal_start(tt_skv_i64 n, int ctas, int c) { return n * c / ctas; }
@@ -110,6 +124,66 @@ TT_SKV_FN int tt_skv_bal_span(tt_skv_i64 n, int ctas, int tiles, tt_skv_i64 u, i
     const int f = tt_skv_bal_cta(n, ctas, u * tiles);
     *first = f;
     return tt_skv_bal_cta(n, ctas, (u + 1) * tiles - 1) - f + 1;
+}
+
+/* Varlen: the key tiles a split takes, from the batch's own work. The
+ * device counts `work` (query blocks x key tiles over every sequence and
+ * KV head), `units` (query blocks x KV heads) and `longest` (the most key
+ * tiles of a unit), then the CTAs each candidate tiles-per-split makes,
+ * and keeps the candidate of least estimated time (tt_skv_varlen_pick).
+ * Candidate 0 keeps every CTA in one wave where the units leave half the
+ * wave's `slots` free (a unit of n tiles runs as ceil(n / tiles) CTAs, at
+ * most work / tiles + units in all), else takes a wave's share of the
+ * work; candidate j > 0 splits the longest unit j ways. None under the
+ * host's `floor`, which sized the grid's splits. Host (tests) and device
+ * share this arithmetic. */
+#define TT_SKV_CANDIDATES 17
+TT_SKV_FN int tt_skv_varlen_candidate(int j, tt_skv_i64 work, tt_skv_i64 units, int longest, int slots,
+                                      int floor) {
+    tt_skv_i64 t;
+    if (j == 0) {
+        const tt_skv_i64 room = 2 * units <= slots ? slots - units : slots;
+        t = room > 0 ? (work + room - 1) / room : work;
+    } else {
+        t = (longest + j - 1) / j;
+    }
+    if (t < floor) t = floor;
+    if (t < 1) t = 1;
+    return t > 0x7fffffff ? 0x7fffffff : (int)t;
+}
+/* The estimated time, in key tiles x slots, of `ctas` CTAs of at most
+ * `tiles` tiles on `slots` slots: whole waves of the longest CTA (exact
+ * for units of one length, pessimistic for mixed ones) plus a fixed cost
+ * a CTA (its Q load, pipeline fill and partial results: about two tiles,
+ * TT_SKV_CTA_TILES), so that a finer split must buy more than it costs. */
+#define TT_SKV_CTA_TILES 2
+TT_SKV_FN tt_skv_i64 tt_skv_varlen_cost(tt_skv_i64 ctas, int tiles, int longest, int slots) {
+    const tt_skv_i64 waves = (ctas + slots - 1) / slots;
+    const int cta = tiles < longest ? tiles : longest;
+    return waves * cta * slots + TT_SKV_CTA_TILES * ctas;
+}
+/* The tiles of the candidate of least cost (ties: the fewer CTAs); no
+ * index by a run-time value, so the device keeps all of it in registers. */
+TT_SKV_FN int tt_skv_varlen_pick(const tt_skv_i64 *ctas, const int *tiles, int longest, int slots) {
+    int best = tiles[0];
+    tt_skv_i64 best_cost = tt_skv_varlen_cost(ctas[0], tiles[0], longest, slots), best_ctas = ctas[0];
+    TT_SKV_UNROLL
+    for (int j = 1; j < TT_SKV_CANDIDATES; ++j) {
+        const tt_skv_i64 c = tt_skv_varlen_cost(ctas[j], tiles[j], longest, slots);
+        if (c < best_cost || (c == best_cost && ctas[j] < best_ctas)) {
+            best = tiles[j];
+            best_cost = c;
+            best_ctas = ctas[j];
+        }
+    }
+    return best;
+}
+/* Splits of a unit of n key tiles at `tiles` a split (at least one: a
+ * unit with no key writes its empty rows), and where split s starts: the
+ * unit's tiles spread evenly over its splits. */
+TT_SKV_FN int tt_skv_unit_splits(int n, int tiles) { return n > tiles ? (n + tiles - 1) / tiles : 1; }
+TT_SKV_FN int tt_skv_split_start(int n, int splits, int s) {
+    return (int)((tt_skv_i64)n * s / splits);
 }
 
 /* The shared-memory layout of a Q, K or V tile of head_dim d (16-bit

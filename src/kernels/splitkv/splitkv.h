@@ -54,6 +54,15 @@ int tt__splitkv_balance(const tt_config *c, int sm_count, int fit, int64_t units
  * 0 (and *splits 1): no split. */
 int tt__splitkv_split_tiles(const tt_config *c, int sm_count, int fit, int64_t work_tiles, int64_t max_tiles,
                             int *splits);
+/* Varlen where every sequence is one query block (`batch` sequences of
+ * total_k keys on heads_kv KV heads): the fewest tiles a split that keep
+ * all CTAs to one wave, whatever the lengths, where batch x heads_kv
+ * leaves room, else a wave's share of the tiles; *splits as above. */
+int tt__splitkv_varlen_tiles(const tt_config *c, int sm_count, int fit, int64_t total_k, int64_t batch,
+                             int64_t heads_kv, int64_t max_tiles, int *splits);
+/* The CTA slots of one wave the split fills: the config's split target an
+ * SM (at most the `fit` CTAs an SM holds) x sm_count. */
+int64_t tt__splitkv_slots(const tt_config *c, int sm_count, int fit);
 
 /* One KV-cache or varlen call, checked: its kernel parameters (all but the
  * split and the workspace), the device it runs on and what its config
