@@ -8,7 +8,8 @@
  * formula says and within the arch's opt-in limit, and no variant that
  * spills is kept. Runs on the CPU, in CI: NVRTC needs no GPU.
  *
- * TT_SPACE_ARCHS="90" (env) narrows the archs for a quick local run.
+ * TT_SPACE_ARCHS="90" (env) narrows the archs for a quick local run, and
+ * TT_SPACE_FAMILY="splitkv" the families.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,7 @@ TEST(every_variant_compiles_for_sm80_and_sm90) {
     const tt__nvrtc *nv;
     char err[512];
     if (tt__nvrtc_get(&nv, err, sizeof err) < 0) TT_SKIP("%s", err);
-    const char *archs_env = getenv("TT_SPACE_ARCHS");
+    const char *archs_env = getenv("TT_SPACE_ARCHS"), *fam_env = getenv("TT_SPACE_FAMILY");
     int archs[2] = {80, 90}, n_archs = 2;
     if (archs_env && *archs_env) {
         archs[0] = atoi(archs_env);
@@ -67,6 +68,17 @@ TEST(every_variant_compiles_for_sm80_and_sm90) {
                         for (size_t i = 0; i < n; i++)
                             if (e[i].variant.config.family != TT_FAMILY_SPLITKV) e[w++] = e[i];
                         n = w;
+                    }
+                    if (fam_env && *fam_env) {
+                        size_t w = 0;
+                        for (size_t i = 0; i < n; i++)
+                            if (strcmp(tt__family_of(e[i].variant.config.family)->name, fam_env) == 0)
+                                e[w++] = e[i];
+                        n = w;
+                        if (n == 0) {
+                            free(e);
+                            continue;
+                        }
                     }
                     ASSERT_OK(tt__space_compile(e, &n, &dev, TT_SPACE_KEEP_INVALID, &jo, 0, err, sizeof err));
                     ASSERT(n > 0);
