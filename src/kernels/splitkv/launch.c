@@ -199,7 +199,6 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
             /* varlen: the host knows the batch's keys, not each sequence's;
              * one tiles-per-split for all gives each its share of the
              * splits (each sequence counted as one query block of tiles) */
-            const int64_t work = (int64_t)p->heads_kv * ((total_k + c->block_n - 1) / c->block_n + p->batch);
             pthread_once(&varlen_once, varlen_read);
             if (qblocks == 1 && varlen_device) {
                 /* every sequence one query block: the fewest tiles a split
@@ -209,6 +208,8 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
                 pl->p.split_tiles = tt__splitkv_varlen_tiles(c, k->limits.sm_count, fit, total_k, p->batch,
                                                              p->heads_kv, max_tiles, &splits);
             } else {
+                const int64_t work =
+                    (int64_t)p->heads_kv * ((total_k + c->block_n - 1) / c->block_n + p->batch);
                 pl->p.split_tiles =
                     tt__splitkv_split_tiles(c, k->limits.sm_count, fit, work, max_tiles, &splits);
                 /* That undercounts a sequence of several query blocks (a
@@ -277,6 +278,15 @@ static int launch_locked(const tt__cuda *cu, plan *pl, CUstream stream, char *er
     return 0;
 }
 
+/* The plan's pointers into a workspace: counters at `base`, the parts
+ * (O, LSE, the varlen planner's slot) from `parts`. */
+static void place(plan *pl, CUdeviceptr base, CUdeviceptr parts) {
+    pl->p.counters = pl->ctr_bytes ? (int *)(uintptr_t)base : NULL;
+    pl->p.o_part = (float *)(uintptr_t)parts;
+    pl->p.lse_part = (float *)(uintptr_t)(parts + pl->lse_off);
+    if (pl->p.split_slots > 0) pl->p.split_tiles_out = (int *)(uintptr_t)(parts + pl->slot_off);
+}
+
 /* The plan under stream capture with the graph's own workspace: allocated,
  * its counters zeroed, the launch, freed, all in stream order. */
 static int run_captured(const tt__cuda *cu, plan *pl, CUstream stream, char *err, size_t errlen) {
@@ -287,11 +297,7 @@ static int run_captured(const tt__cuda *cu, plan *pl, CUstream stream, char *err
     if (pl->ctr_bytes && (r = cu->MemsetD8Async(base, 0, pl->ctr_bytes, stream)))
         rc = tt__cuda_fail(cu, r, "cuMemsetD8Async(split-KV counters)", err, errlen);
     if (rc == 0) {
-        const CUdeviceptr parts = base + pl->ctr_bytes;
-        pl->p.counters = pl->ctr_bytes ? (int *)(uintptr_t)base : NULL;
-        pl->p.o_part = (float *)(uintptr_t)parts;
-        pl->p.lse_part = (float *)(uintptr_t)(parts + pl->lse_off);
-        if (pl->p.split_slots > 0) pl->p.split_tiles_out = (int *)(uintptr_t)(parts + pl->slot_off);
+        place(pl, base, base + pl->ctr_bytes);
         rc = launch_locked(cu, pl, stream, err, errlen);
     }
     if ((r = cu->MemFreeAsync(base, stream)) && rc == 0)
@@ -344,10 +350,7 @@ static int run_plan(plan *pl, void *ws, size_t ws_len, CUstream stream, char *er
                 goto out;
             }
         }
-        pl->p.counters = pl->ctr_bytes ? (int *)(uintptr_t)base : NULL;
-        pl->p.o_part = (float *)(uintptr_t)parts;
-        pl->p.lse_part = (float *)(uintptr_t)(parts + pl->lse_off);
-        if (pl->p.split_slots > 0) pl->p.split_tiles_out = (int *)(uintptr_t)(parts + pl->slot_off);
+        place(pl, base, parts);
     }
     rc = launch_locked(cu, pl, stream, err, errlen);
     if (own) pthread_mutex_unlock(&ws_lock);
