@@ -205,4 +205,101 @@ TEST(tune_a_small_grid_and_serve_the_winners) {
     check_sdpa(&best[0], 1, 2, 1024, 128);
 }
 
+/* The measurements of one key, by config and batch. */
+typedef struct decode_meas {
+    tt_key_v2 key;
+    int n;
+    tt_record r[256];
+} decode_meas;
+
+static int collect(void *ud, const tt_record *rec) {
+    decode_meas *m = ud;
+    if (rec->key.seqlen_q != m->key.seqlen_q || rec->key.seqlen_k != m->key.seqlen_k ||
+        rec->key.group != m->key.group || rec->key.head_dim != m->key.head_dim || m->n == 256)
+        return 0;
+    m->r[m->n++] = *rec;
+    return 0;
+}
+
+/* The config's median at `batch` (ok or skipped, not busy), or -1. */
+static double time_at(const decode_meas *m, const tt_config *c, int32_t batch) {
+    for (int i = 0; i < m->n; i++)
+        if (m->r[i].batch == batch && tt_config_equal(&m->r[i].config, c) && m->r[i].busy != 1 &&
+            (m->r[i].status == TT_MEAS_OK || m->r[i].status == TT_MEAS_SKIPPED))
+            return m->r[i].time_ms;
+    return -1;
+}
+
+TEST(a_decode_key_keeps_the_finalist_right_at_both_batches) {
+    need_gpu();
+    td t;
+    td_init(&t);
+    char cache[400], v[TT_CONFIG_TEXT_MAX], gpu[TT_ID_MAX], head[2048];
+    snprintf(cache, sizeof cache, "%s/cache", t.dir);
+    const char *args[] = {"--worker", TT_WORKER_BIN, "--cache-dir", cache, "--worker-timeout", "120", NULL};
+    td_start(&t, args);
+    int fd = td_connect_ok(&t);
+    wait_serving(fd, "STATUS", "gpus=1", 30000);
+    td_field(td_req(fd, "HELLO"), "gpu", gpu, sizeof gpu);
+    /* one token over 4096 keys, GQA 4: timed at batch 8 (64 units on the
+     * H200's 132 SMs: split), then its finalists at a wide batch */
+    const char *r = td_req(fd, "TUNE dtype=fp16 hdim=128 seqlen=1 seqlen_k=4096 group=4 mode=fast");
+    ASSERT(strncmp(r, "OK job=1 keys=1", 15) == 0);
+    wait_serving(fd, "JOB job=1", "done=1", 300000);
+    snprintf(head, sizeof head, "%s", td_req(fd, "JOB job=1"));
+    for (int i = 0, n = atoi(strstr(head, " lines=") + 7); i < n; i++) {
+        char line[1024];
+        ASSERT(td_read_line(fd, line, sizeof line, 2000) > 0);
+    }
+    ASSERT_CONTAINS(head, "failed=0");
+    r = td_req(fd, "LOOKUP dtype=fp16 hdim=128 seqlen_q=1 seqlen_k=4096 group=4");
+    fprintf(stderr, "decode key -> %s\n", r);
+    ASSERT_STREQ(td_field(r, "match", v, sizeof v), "exact");
+    tt_config won;
+    ASSERT_OK(tt_config_parse(td_field(r, "config", v, sizeof v), &won));
+    close(fd);
+    ASSERT_EQ(td_stop(&t, SIGTERM), 0);
+
+    tt_store *s;
+    char err[256];
+    ASSERT_OK(tt_store_open(t.db, &s, err, sizeof err));
+    static decode_meas m;
+    memset(&m, 0, sizeof m);
+    m.key.seqlen_q = 1;
+    m.key.seqlen_k = 4096;
+    m.key.group = 4;
+    m.key.head_dim = 128;
+    ASSERT_OK(tt_store_each_measurement(s, gpu, collect, &m));
+    tt_store_close(s);
+    /* two batches were timed: the key's own and the second */
+    int32_t b1 = 0, b2 = 0;
+    for (int i = 0; i < m.n; i++) {
+        if (m.r[i].status == TT_MEAS_OK) b1 = m.r[i].batch;
+    }
+    for (int i = 0; i < m.n; i++)
+        if (m.r[i].batch != b1 && m.r[i].batch > 0) b2 = m.r[i].batch;
+    fprintf(stderr, "decode key: %d measurements, batch %d and %d\n", m.n, (int)b1, (int)b2);
+    ASSERT(b1 > 0 && b2 > b1);
+    /* no ok at the second batch: its times must not compete with b1's */
+    for (int i = 0; i < m.n; i++)
+        if (m.r[i].batch == b2) ASSERT(m.r[i].status != TT_MEAS_OK);
+    /* the winner was timed at both, and no config timed at both has a
+     * smaller worst-case regret (beyond the tie of half a percent) */
+    double wa = time_at(&m, &won, b1), wb = time_at(&m, &won, b2), ma = -1, mb = -1;
+    ASSERT(wa > 0 && wb > 0);
+    for (int i = 0; i < m.n; i++) {
+        double a = time_at(&m, &m.r[i].config, b1), b = time_at(&m, &m.r[i].config, b2);
+        if (a <= 0 || b <= 0) continue;
+        if (ma < 0 || a < ma) ma = a;
+        if (mb < 0 || b < mb) mb = b;
+    }
+    double wreg = fmax(wa / ma, wb / mb);
+    for (int i = 0; i < m.n; i++) {
+        double a = time_at(&m, &m.r[i].config, b1), b = time_at(&m, &m.r[i].config, b2);
+        if (a > 0 && b > 0) ASSERT(wreg <= fmax(a / ma, b / mb) * 1.005 + 1e-12);
+    }
+    fprintf(stderr, "the kept config: %.3fx the best at batch %d, %.3fx at batch %d\n", wa / ma, (int)b1,
+            wb / mb, (int)b2);
+}
+
 TT_TEST_MAIN()

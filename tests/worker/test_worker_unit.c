@@ -165,6 +165,47 @@ TEST(halving_keeps_the_best_half_within_the_cut) {
     ASSERT_EQ(tt_whalve(none, 2, 0.01, 0.15, keep), 0);
 }
 
+TEST(decode_second_batch_is_across_the_split_line) {
+    /* 8 sequences x 8 K/V heads = 64 units on 132 SMs: split; the wide
+     * batch fills 4 waves, 66 sequences (8k keys: 32 MB each, 2.1 GB; the
+     * 2 GiB cap stops it at 64) */
+    tt_wdims d = {.batch = 8, .heads_q = 32, .heads_kv = 8};
+    ASSERT_EQ(tt_wcross_batch(&d, 1024, 128, 132), 66);
+    ASSERT_EQ(tt_wcross_batch(&d, 8192, 128, 132), 64);
+    /* a 128k cache: 512 MB a sequence, 4 fit in 2 GiB */
+    d.batch = 1;
+    ASSERT_EQ(tt_wcross_batch(&d, 131072, 128, 132), 4);
+    /* already wide: batch 1 on the other side */
+    d.batch = 64;
+    ASSERT_EQ(tt_wcross_batch(&d, 8192, 128, 132), 1);
+    /* MHA, 32 K/V heads x 8 = 256 units: wide, checked at one sequence */
+    d = (tt_wdims){.batch = 8, .heads_q = 32, .heads_kv = 32};
+    ASSERT_EQ(tt_wcross_batch(&d, 4096, 128, 132), 1);
+    /* nothing to compare: one wide sequence, or a cap at the key's batch */
+    d.batch = 1;
+    d.heads_kv = 256;
+    ASSERT_EQ(tt_wcross_batch(&d, 4096, 128, 132), 0);
+    d = (tt_wdims){.batch = 4, .heads_q = 32, .heads_kv = 8};
+    ASSERT_EQ(tt_wcross_batch(&d, 131072, 128, 132), 0);
+    ASSERT_EQ(tt_wcross_batch(&d, 4096, 128, 0), 0); /* SMs unknown */
+}
+
+TEST(decode_keeps_the_least_worst_case_regret) {
+    /* the fastest at the key's batch (0) runs 1.12x at the other; the
+     * second is 1% behind at the first and the best at the second */
+    double a[] = {1.00, 1.01, 1.05}, b[] = {11.2, 10.0, 10.3};
+    ASSERT_EQ(tt_wrobust(a, b, 3, 0.005), 1);
+    /* both within noise of the least regret: the fastest at a wins */
+    double a2[] = {1.00, 1.01}, b2[] = {10.2, 10.0}; /* regrets 1.02 and 1.01 */
+    ASSERT_EQ(tt_wrobust(a2, b2, 2, 0.01), 0);
+    ASSERT_EQ(tt_wrobust(a2, b2, 2, 0), 1);
+    /* one out at the second batch (wrong or not run) cannot be kept */
+    double b3[] = {-1, 10.4, 10.0};
+    ASSERT_EQ(tt_wrobust(a, b3, 3, 0.005), 1);
+    double none[] = {-1, -1};
+    ASSERT_EQ(tt_wrobust(a2, none, 2, 0.005), -1);
+}
+
 TEST(check_kernels_compile_for_sm80_and_sm90) {
     const tt__nvrtc *nv;
     char err[1024];

@@ -6,26 +6,34 @@
 
 #include "tuner/worker/run.h"
 
-void tt__wk_free_bufs(keyrun *r) {
-    const tt__cuda *cu = r->w->cu;
-    CUdeviceptr *all[] = {&r->o, &r->lse, &r->oref, &r->lseref};
+static void free_inputs(const tt__cuda *cu, wk_inputs *in) {
+    CUdeviceptr *all[] = {&in->o, &in->lse, &in->oref, &in->lseref};
     for (int i = 0; i < MAX_ROTATE; i++) {
-        if (r->q[i]) cu->MemFree(r->q[i]);
-        if (r->k[i]) cu->MemFree(r->k[i]);
-        if (r->v[i]) cu->MemFree(r->v[i]);
+        CUdeviceptr *set[] = {&in->q[i], &in->k[i], &in->v[i]};
+        for (int j = 0; j < 3; j++) {
+            if (*set[j]) cu->MemFree(*set[j]);
+            *set[j] = 0;
+        }
     }
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (*all[i]) cu->MemFree(*all[i]);
+        *all[i] = 0;
+    }
+}
+
+void tt__wk_free_bufs(keyrun *r) {
+    free_inputs(r->w->cu, &r->in);
+    free_inputs(r->w->cu, &r->alt);
 }
 
 static tt_sdpa_params params_for(const keyrun *r, int set) {
     tt_sdpa_params p;
     memset(&p, 0, sizeof p);
-    p.q = (const void *)(uintptr_t)r->q[set];
-    p.k = (const void *)(uintptr_t)r->k[set];
-    p.v = (const void *)(uintptr_t)r->v[set];
-    p.o = (void *)(uintptr_t)r->o;
-    p.lse = (float *)(uintptr_t)r->lse;
+    p.q = (const void *)(uintptr_t)r->in.q[set];
+    p.k = (const void *)(uintptr_t)r->in.k[set];
+    p.v = (const void *)(uintptr_t)r->in.v[set];
+    p.o = (void *)(uintptr_t)r->in.o;
+    p.lse = (float *)(uintptr_t)r->in.lse;
     p.q_row_stride = p.o_row_stride = p.k_row_stride = p.v_row_stride = r->D;
     p.q_head_stride = p.o_head_stride = r->Lq * r->D;
     p.k_head_stride = p.v_head_stride = r->Lk * r->D;
@@ -33,7 +41,7 @@ static tt_sdpa_params params_for(const keyrun *r, int set) {
     p.k_batch_stride = p.v_batch_stride = (tt_i64)r->Hkv * r->Lk * r->D;
     p.lse_head_stride = r->Lq;
     p.lse_batch_stride = (tt_i64)r->H * r->Lq;
-    p.batch = r->B;
+    p.batch = r->in.B;
     p.heads_q = r->H;
     p.heads_kv = r->Hkv;
     p.seqlen_q = (int)r->Lq;
@@ -50,26 +58,27 @@ int tt__wk_alloc_bufs(keyrun *r) {
     /* The timed working set (Q, K, V, O) must not sit in L2 between
      * launches, or small problems look faster than they run in a model:
      * rotate through enough input sets to cover twice the L2. */
-    long long set = 2 * (2 * r->nq + 2 * r->nk);
+    long long set = 2 * (2 * r->in.nq + 2 * r->in.nk);
     long long want = w->l2_bytes > 0 ? (2LL * w->l2_bytes + set - 1) / set : 1;
-    r->nrot = (int)(want < 1 ? 1 : want > MAX_ROTATE ? MAX_ROTATE : want);
-    for (int i = 0; i < r->nrot; i++) {
-        if ((e = cu->MemAlloc(&r->q[i], (size_t)r->nq * 2)) ||
-            (e = cu->MemAlloc(&r->k[i], (size_t)r->nk * 2)) ||
-            (e = cu->MemAlloc(&r->v[i], (size_t)r->nk * 2)))
+    r->in.nrot = (int)(want < 1 ? 1 : want > MAX_ROTATE ? MAX_ROTATE : want);
+    for (int i = 0; i < r->in.nrot; i++) {
+        if ((e = cu->MemAlloc(&r->in.q[i], (size_t)r->in.nq * 2)) ||
+            (e = cu->MemAlloc(&r->in.k[i], (size_t)r->in.nk * 2)) ||
+            (e = cu->MemAlloc(&r->in.v[i], (size_t)r->in.nk * 2)))
             goto oom;
         int bf = r->bf16;
-        CUdeviceptr bufs[3] = {r->q[i], r->k[i], r->v[i]};
-        long long ns[3] = {r->nq, r->nk, r->nk};
+        CUdeviceptr bufs[3] = {r->in.q[i], r->in.k[i], r->in.v[i]};
+        long long ns[3] = {r->in.nq, r->in.nk, r->in.nk};
         for (int j = 0; j < 3; j++) {
             unsigned seed = 0x51ed0000u + (unsigned)(i * 3 + j) * 0x1234567u;
             void *args[] = {&bufs[j], &ns[j], &seed, &bf};
             if ((e = tt__wk_launch_helper(w, w->f_fill, ns[j], args))) goto oom;
         }
     }
-    if ((e = cu->MemAlloc(&r->o, (size_t)r->nq * 2)) || (e = cu->MemAlloc(&r->lse, (size_t)r->nlse * 4)) ||
-        (e = cu->MemAlloc(&r->oref, (size_t)(r->Lq * r->D * 2 * 2))) ||
-        (e = cu->MemAlloc(&r->lseref, (size_t)(r->Lq * 4 * 2))))
+    if ((e = cu->MemAlloc(&r->in.o, (size_t)r->in.nq * 2)) ||
+        (e = cu->MemAlloc(&r->in.lse, (size_t)r->in.nlse * 4)) ||
+        (e = cu->MemAlloc(&r->in.oref, (size_t)(r->Lq * r->D * 2 * 2))) ||
+        (e = cu->MemAlloc(&r->in.lseref, (size_t)(r->Lq * 4 * 2))))
         goto oom;
     return 0;
 oom:
@@ -105,26 +114,25 @@ int tt__wk_compile_reference(keyrun *r) {
 int tt__wk_run_reference(keyrun *r) {
     tt_worker *w = r->w;
     tt__variant v = reference_variant(r);
-    tt__cubin *cb = r->refcb;
-    r->refcb = NULL;
     tt__kernel *k = NULL;
-    if (!cb) return -1;
-    int rc = tt__kernel_load(w->dev.ctx, cb, &v, &k, r->err, sizeof r->err);
-    tt__cubin_free(cb);
+    /* r->refcb stays: a decode key runs the reference again at its second
+     * batch (tune.c, cross_batch) */
+    if (!r->refcb) return -1;
+    int rc = tt__kernel_load(w->dev.ctx, r->refcb, &v, &k, r->err, sizeof r->err);
     if (rc < 0) return -1;
-    r->nplanes = (int64_t)r->B * r->H > 1 ? 2 : 1;
-    int planes[2][2] = {{0, 0}, {r->B - 1, r->H - 1}};
-    for (int p = 0; p < r->nplanes && rc == 0; p++) {
+    r->in.nplanes = (int64_t)r->in.B * r->H > 1 ? 2 : 1;
+    int planes[2][2] = {{0, 0}, {r->in.B - 1, r->H - 1}};
+    for (int p = 0; p < r->in.nplanes && rc == 0; p++) {
         tt_sdpa_params P = params_for(r, 0);
         int b = planes[p][0], h = planes[p][1];
-        r->plane_q[p] = ((long long)b * r->H + h) * r->Lq * r->D;
-        r->plane_lse[p] = ((long long)b * r->H + h) * r->Lq;
+        r->in.plane_q[p] = ((long long)b * r->H + h) * r->Lq * r->D;
+        r->in.plane_lse[p] = ((long long)b * r->H + h) * r->Lq;
         long long off_k = ((long long)b * r->Hkv + h / (r->H / r->Hkv)) * r->Lk * r->D;
-        P.q = (const char *)P.q + r->plane_q[p] * 2;
+        P.q = (const char *)P.q + r->in.plane_q[p] * 2;
         P.k = (const char *)P.k + off_k * 2;
         P.v = (const char *)P.v + off_k * 2;
-        P.o = (char *)(uintptr_t)r->oref + (size_t)p * r->Lq * r->D * 2;
-        P.lse = (float *)(uintptr_t)r->lseref + (size_t)p * r->Lq;
+        P.o = (char *)(uintptr_t)r->in.oref + (size_t)p * r->Lq * r->D * 2;
+        P.lse = (float *)(uintptr_t)r->in.lseref + (size_t)p * r->Lq;
         P.batch = P.heads_q = P.heads_kv = 1;
         rc = tt__kernel_launch(k, &P, w->stream, r->err, sizeof r->err);
     }
@@ -163,8 +171,8 @@ int tt__wk_check(keyrun *r, cand *c) {
     /* 0xff bytes are NaN in fp16, bf16 and fp32: an element the kernel
      * never writes stays NaN and is counted below. */
     CUresult e;
-    if ((e = cu->MemsetD8Async(r->o, 0xff, (size_t)r->nq * 2, w->stream)) ||
-        (e = cu->MemsetD8Async(r->lse, 0xff, (size_t)r->nlse * 4, w->stream)) ||
+    if ((e = cu->MemsetD8Async(r->in.o, 0xff, (size_t)r->in.nq * 2, w->stream)) ||
+        (e = cu->MemsetD8Async(r->in.lse, 0xff, (size_t)r->in.nlse * 4, w->stream)) ||
         (e = cu->MemsetD8Async(w->scratch, 0, 64, w->stream)) || (e = cu->EventRecord(w->ev[0], w->stream))) {
         tt__cuda_fail(cu, e, "poisoning the output", r->err, sizeof r->err);
         return dead(r, c, WAIT_FAULT);
@@ -180,15 +188,15 @@ int tt__wk_check(keyrun *r, cand *c) {
     CUdeviceptr sums = w->scratch, bad = w->scratch + 16, maxd = w->scratch + 24;
     int bf = r->bf16;
     CUdeviceptr nul = 0;
-    void *a1[] = {&r->o, &r->nq, &bf, &bad};
-    void *a2[] = {&r->lse, &nul, &r->nlse, &bad, &maxd};
-    e = tt__wk_launch_helper(w, w->f_bad, r->nq, a1);
-    if (!e) e = tt__wk_launch_helper(w, w->f_lse, r->nlse, a2);
-    for (int p = 0; p < r->nplanes && !e; p++) {
-        CUdeviceptr op = r->o + (CUdeviceptr)r->plane_q[p] * 2,
-                    rp = r->oref + (CUdeviceptr)p * r->Lq * r->D * 2;
-        CUdeviceptr lp = r->lse + (CUdeviceptr)r->plane_lse[p] * 4,
-                    lrp = r->lseref + (CUdeviceptr)p * r->Lq * 4;
+    void *a1[] = {&r->in.o, &r->in.nq, &bf, &bad};
+    void *a2[] = {&r->in.lse, &nul, &r->in.nlse, &bad, &maxd};
+    e = tt__wk_launch_helper(w, w->f_bad, r->in.nq, a1);
+    if (!e) e = tt__wk_launch_helper(w, w->f_lse, r->in.nlse, a2);
+    for (int p = 0; p < r->in.nplanes && !e; p++) {
+        CUdeviceptr op = r->in.o + (CUdeviceptr)r->in.plane_q[p] * 2,
+                    rp = r->in.oref + (CUdeviceptr)p * r->Lq * r->D * 2;
+        CUdeviceptr lp = r->in.lse + (CUdeviceptr)r->in.plane_lse[p] * 4,
+                    lrp = r->in.lseref + (CUdeviceptr)p * r->Lq * 4;
         long long n = r->Lq * r->D, nl = r->Lq;
         void *a3[] = {&op, &rp, &n, &bf, &sums};
         void *a4[] = {&lp, &lrp, &nl, &bad, &maxd};
@@ -242,7 +250,7 @@ int tt__wk_time_part(keyrun *r, cand *c, int reps) {
     if (launch(r, c, 0) < 0) return RUN_SKIP;
     for (int i = 0; i < reps; i++) {
         cu->EventRecord(w->ev[i], w->stream);
-        if (launch(r, c, i % r->nrot) < 0) return RUN_SKIP;
+        if (launch(r, c, i % r->in.nrot) < 0) return RUN_SKIP;
     }
     cu->EventRecord(w->ev[reps], w->stream);
     double expect = (reps + 1) * (c->t1_ms > 0 ? c->t1_ms : 1.0);

@@ -62,7 +62,7 @@ void tt__wk_result(tt__pipe_msg *m, int status) {
 void tt__wk_say_result(keyrun *r, const cand *c, tt__pipe_msg *m) {
     TT_PIPE_SET(m, result, id, r->t->id);
     TT_PIPE_SET(m, result, config, c->v.config);
-    TT_PIPE_SET(m, result, batch, r->B);
+    TT_PIPE_SET(m, result, batch, r->in.B);
     TT_PIPE_SET(m, result, heads, r->H);
     const tt__report *rp = c->cubin ? &c->cubin->report : c->k ? &c->k->report : NULL;
     if (rp && rp->registers >= 0) TT_PIPE_SET(m, result, regs, rp->registers);
@@ -85,7 +85,7 @@ void tt__wk_say_timed(keyrun *r, cand *c, const char *status) {
     tt__wk_result(&m, st); /* a word not in the list: refused when sent */
     TT_PIPE_SET(&m, result, time_ms, c->st.median_ms);
     TT_PIPE_SET(&m, result, tflops,
-                tt_wtflops(r->B, r->H, r->Lq, r->Lk, r->D, r->t->key.causal, c->st.median_ms));
+                tt_wtflops(r->in.B, r->H, r->Lq, r->Lk, r->D, r->t->key.causal, c->st.median_ms));
     TT_PIPE_SET(&m, result, time_min_ms, c->st.min_ms);
     TT_PIPE_SET(&m, result, spread, c->st.spread);
     TT_PIPE_SET(&m, result, reps, c->st.reps);

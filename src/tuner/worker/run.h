@@ -59,6 +59,14 @@ typedef struct cand {
     int live;     /* checked and still in the search: timed by time_interleaved */
     tt_wstats st; /* the latest timing pass */
     double t1_ms; /* the checked launch, for the repetition count */
+    /* A decode key's other batch: st, t1_ms, cond and busy there (tune.c
+     * swaps them in while timing it) */
+    struct {
+        tt_wstats st;
+        double t1_ms;
+        tt_nvml_sample cond;
+        int busy;
+    } alt;
     double rel, lse_err;
     /* The current timing pass, gathered over its interleaved slices: */
     float t[MAX_REPS];   /* per-launch times */
@@ -76,19 +84,27 @@ typedef struct pool {
     tt__pool *cp;
 } pool;
 
-typedef struct keyrun {
-    tt_worker *w;
-    const tt_wtask *t;
-    tt_wemit emit;
-    void *ud;
-    int32_t B, H, Hkv, D; /* H: query heads; Hkv: K/V heads, H / the key's group */
-    int64_t Lq, Lk;
-    int bf16;
+/* A key's inputs, output and reference at one batch. A decode key holds
+ * two (tune.c, "Decode across batches") and swaps them. */
+typedef struct wk_inputs {
+    int32_t B;
     long long nq, nk, nlse;
     int nrot; /* input sets rotated through while timing */
     CUdeviceptr q[MAX_ROTATE], k[MAX_ROTATE], v[MAX_ROTATE], o, lse, oref, lseref;
     int nplanes;
     long long plane_q[2], plane_lse[2]; /* element offsets of the checked (batch, head) planes */
+} wk_inputs;
+
+typedef struct keyrun {
+    tt_worker *w;
+    const tt_wtask *t;
+    tt_wemit emit;
+    void *ud;
+    int32_t H, Hkv, D; /* H: query heads; Hkv: K/V heads, H / the key's group */
+    int64_t Lq, Lk;
+    int bf16;
+    wk_inputs in;  /* the batch being timed */
+    wk_inputs alt; /* a decode key's other batch (B 0: none) */
     char err[512];
     tt__cubin *refcb; /* the reference, compiled before the pool starts */
 } keyrun;
@@ -105,6 +121,8 @@ CUresult tt__wk_launch_helper(tt_worker *w, CUfunction f, long long n, void **ar
 int tt__wk_load_check(tt_worker *w, char *err, size_t errlen);
 
 /* measure.c: inputs, the reference, one candidate's check and timing */
+/* r->in's buffers at r->in.B (its counts set); tt__wk_free_bufs frees
+ * r->in's and r->alt's. */
 int tt__wk_alloc_bufs(keyrun *r);
 void tt__wk_free_bufs(keyrun *r);
 int tt__wk_compile_reference(keyrun *r);

@@ -4,7 +4,6 @@
 
 #include "common/key.h"
 #include "tiletune.h"
-#include "common/key.h"
 
 static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
@@ -115,4 +114,45 @@ int tt_wslice(int total, int slices, int s) {
     if (s < 0 || s >= slices) return 0;
     if (total < slices) total = slices;
     return total / slices + (s < total % slices);
+}
+
+/* The wide batch: enough (batch, K/V head) units for CROSS_WAVES waves of
+ * one CTA an SM, so nothing is split and the tile alone decides; its K
+ * and V (2 tensors of 2-byte elements) at most CROSS_KV_BYTES, which the
+ * worker allocates once (no rotation: it is far over L2). */
+#define CROSS_WAVES 4
+#define CROSS_KV_BYTES (2LL << 30)
+
+int32_t tt_wcross_batch(const tt_wdims *d, int64_t seqlen_k, int32_t head_dim, int sms) {
+    if (!d || d->batch < 1 || d->heads_kv < 1 || sms < 1) return 0;
+    if ((int64_t)d->batch * d->heads_kv >= sms) return d->batch > 1 ? 1 : 0;
+    long long want = ((long long)CROSS_WAVES * sms + d->heads_kv - 1) / d->heads_kv;
+    long long per_seq = 4LL * d->heads_kv * (seqlen_k > 0 ? seqlen_k : 1) * (head_dim > 0 ? head_dim : 1);
+    long long cap = CROSS_KV_BYTES / per_seq;
+    long long b = want < cap ? want : cap;
+    if (b > 65535) b = 65535;
+    return b > d->batch ? (int32_t)b : 0;
+}
+
+int tt_wrobust(const double *a, const double *b, int n, double tie) {
+    double ma = -1, mb = -1;
+    for (int i = 0; i < n; i++) {
+        if (a[i] <= 0 || b[i] <= 0) continue;
+        if (ma < 0 || a[i] < ma) ma = a[i];
+        if (mb < 0 || b[i] < mb) mb = b[i];
+    }
+    if (ma < 0) return -1;
+    double least = -1;
+    for (int i = 0; i < n; i++) {
+        if (a[i] <= 0 || b[i] <= 0) continue;
+        double ra = a[i] / ma, rb = b[i] / mb, r = ra > rb ? ra : rb;
+        if (least < 0 || r < least) least = r;
+    }
+    int pick = -1;
+    for (int i = 0; i < n; i++) {
+        if (a[i] <= 0 || b[i] <= 0) continue;
+        double ra = a[i] / ma, rb = b[i] / mb, r = ra > rb ? ra : rb;
+        if (r <= least * (1 + tie) && (pick < 0 || a[i] < a[pick])) pick = i;
+    }
+    return pick;
 }

@@ -62,4 +62,27 @@ int tt_wslice(int total, int slices, int s);
  */
 int tt_whalve(const double *median, int n, double tie, double cut, int *keep);
 
+/*
+ * Decode keys across batches (docs/tuning.md, "Decode across batches"): a
+ * key has no batch, and a decode schedule's best tile depends on how many
+ * (batch, K/V head) units the grid has against the SMs. The finalists of a
+ * decode key are timed again at a second batch, on the other side of that
+ * line, and the key keeps the one with the least worst-case regret.
+ *
+ * tt_wcross_batch: the second batch for a key timed at `d` with `sms` SMs:
+ * with fewer units than SMs (the keys are split), a wide batch of at least
+ * 4 units an SM whose K and V stay within 2 GiB; with as many or more, one
+ * sequence. 0 where it would not differ from d->batch.
+ */
+int32_t tt_wcross_batch(const tt_wdims *d, int64_t seqlen_k, int32_t head_dim, int sms);
+
+/*
+ * The least worst-case regret over two timings: a[i] and b[i] are
+ * candidate i's medians at the two batches (negative: out). Candidate i's
+ * regret is the larger of a[i] / min(a) and b[i] / min(b); returns the
+ * index of the least, and among those within `tie` of it (0.005: half a
+ * percent, the timing's noise) the fastest at a. -1 if none has both.
+ */
+int tt_wrobust(const double *a, const double *b, int n, double tie);
+
 #endif

@@ -15,6 +15,12 @@
 #define FAST_SLICES 2  /* ... and a fast-mode round over this many */
 #define BUSY_RETRIES 3 /* a busy slice is re-taken this many times */
 #define BUSY_WAIT_MS 1000
+/* Decode keys across batches (docs/tuning.md): fast mode halves a decode
+ * key down to CROSS_KEEP finalists, not 2 (the regret of two batches is
+ * noisier than one median); ties of regret within CROSS_TIE (the timing's
+ * noise) go to the fastest at the key's batch. */
+#define CROSS_KEEP 4
+#define CROSS_TIE 0.005
 
 static int exhaustive_reps(const keyrun *r, const cand *c) {
     return tt_wreps(c->t1_ms, r->w->o.budget_ms, MIN_REPS, MAX_REPS);
@@ -218,28 +224,176 @@ static void say_live(keyrun *r, pool *p, int *nok) {
         }
 }
 
+/* The element counts of r->in at r->in.B; -1 if the bytes would wrap. */
+static int set_counts(keyrun *r) {
+    long long bytes;
+    if (r->in.B > 65535 || r->H > 65535 ||
+        __builtin_mul_overflow((long long)r->in.B * r->H, (r->Lq > r->Lk ? r->Lq : r->Lk) * r->D * 2, &bytes))
+        return -1;
+    r->in.nq = (long long)r->in.B * r->H * r->Lq * r->D;
+    r->in.nk = (long long)r->in.B * r->Hkv * r->Lk * r->D;
+    r->in.nlse = (long long)r->in.B * r->H * r->Lq;
+    return 0;
+}
+
+/*
+ * Decode keys across batches (docs/tuning.md): a decode key is timed at
+ * its own batch and at a second one across the split line
+ * (tt_wcross_batch), every candidate at both; the search ranks by the
+ * worst-case regret over the two and keeps the least (tt_wrobust).
+ */
+static int is_decode(const keyrun *r) { return tt__key_regime(&r->t->key) == TT_REGIME_DECODE; }
+
+/* The other batch's inputs in, or back out; each candidate's numbers with them. */
+static void swap_batch(keyrun *r, pool *p) {
+    wk_inputs t = r->in;
+    r->in = r->alt;
+    r->alt = t;
+    for (int i = 0; i < p->n; i++) {
+        cand *c = &p->c[i];
+        tt_wstats st = c->st;
+        double t1 = c->t1_ms;
+        tt_nvml_sample cond = c->cond;
+        int busy = c->busy;
+        c->st = c->alt.st;
+        c->t1_ms = c->alt.t1_ms;
+        c->cond = c->alt.cond;
+        c->busy = c->alt.busy;
+        c->alt.st = st;
+        c->alt.t1_ms = t1;
+        c->alt.cond = cond;
+        c->alt.busy = busy;
+    }
+}
+
+/* A decode key's second batch: its inputs and reference made, every live
+ * candidate checked there (wrong at any batch is wrong: reported, out).
+ * Without one (not a decode key, nothing across the line, or no memory
+ * for it) r->alt.B stays 0 and the key is timed at its own batch alone. */
+static int setup_second_batch(keyrun *r, pool *p) {
+    if (!is_decode(r)) return RUN_OK;
+    tt_wdims d = {.batch = r->in.B, .heads_q = r->H, .heads_kv = r->Hkv};
+    int32_t b2 = tt_wcross_batch(&d, r->Lk, r->D, r->w->dev.limits.sm_count);
+    if (b2 == 0) return RUN_OK;
+    swap_batch(r, p);
+    r->in.B = b2;
+    r->err[0] = 0;
+    if (set_counts(r) < 0 || tt__wk_alloc_bufs(r) < 0 || tt__wk_run_reference(r) < 0) {
+        fprintf(stderr, "tiletune-worker: decode key not timed at batch %d: %s\n", (int)b2,
+                r->err[0] ? r->err : "over the kernel's limits");
+        tt__wk_free_bufs(r); /* both: the key's own are swapped out */
+        swap_batch(r, p);
+        r->alt.B = 0;
+        return RUN_OK;
+    }
+    for (int i = 0; i < p->n; i++) {
+        cand *c = &p->c[i];
+        if (!c->live) continue;
+        tt__wk_say_try(r, c);
+        int x = tt__wk_check(r, c);
+        if (x == RUN_DEAD) return x;
+        if (x != RUN_OK) {
+            if (x == RUN_SKIP)
+                fprintf(stderr, "tiletune-worker: variant not run at batch %d: %s\n", (int)b2, r->err);
+            c->live = 0;
+        }
+    }
+    swap_batch(r, p);
+    return RUN_OK;
+}
+
+/* One timing pass at the key's batch and, for a decode key, at its other. */
+static int time_both(keyrun *r, pool *p, int shift, int slices) {
+    int rc = time_interleaved(r, p, shift, slices);
+    if (rc != RUN_OK || r->alt.B == 0) return rc;
+    swap_batch(r, p);
+    rc = time_interleaved(r, p, shift, slices);
+    swap_batch(r, p);
+    return rc;
+}
+
+/* What the search ranks by: the median at the key's batch, or a decode
+ * key's worst-case regret over its two (-1: out). */
+static int scores(const keyrun *r, const pool *p, double *score) {
+    double ma = -1, mb = -1;
+    int live = 0;
+    for (int i = 0; i < p->n; i++) {
+        const cand *c = &p->c[i];
+        if (!c->live) continue;
+        live++;
+        if (ma < 0 || c->st.median_ms < ma) ma = c->st.median_ms;
+        if (mb < 0 || c->alt.st.median_ms < mb) mb = c->alt.st.median_ms;
+    }
+    for (int i = 0; i < p->n; i++) {
+        const cand *c = &p->c[i];
+        if (!c->live) score[i] = -1;
+        else if (r->alt.B == 0) score[i] = c->st.median_ms;
+        else {
+            double a = c->st.median_ms / ma, b = c->alt.st.median_ms / mb;
+            score[i] = a > b ? a : b;
+        }
+    }
+    return live;
+}
+
+/* A decode key's choice, before the live ones are reported ok: each live
+ * candidate's timing at the other batch reported `skipped` with that
+ * batch (history; the store compares a key's times as one batch's), the
+ * least regret kept (tt_wrobust), and those faster than it at the key's
+ * batch reported `skipped` there, so the store's rule (the fastest ok)
+ * makes it the winner. */
+static void keep_least_regret(keyrun *r, pool *p) {
+    if (r->alt.B == 0) return;
+    int n = p->n;
+    double *a = calloc((size_t)n + 1, sizeof *a), *b = calloc((size_t)n + 1, sizeof *b);
+    if (!a || !b) goto out;
+    swap_batch(r, p);
+    for (int i = 0; i < n; i++)
+        if (p->c[i].live) tt__wk_say_timed(r, &p->c[i], "skipped");
+    swap_batch(r, p);
+    for (int i = 0; i < n; i++) {
+        a[i] = p->c[i].live ? p->c[i].st.median_ms : -1;
+        b[i] = p->c[i].live ? p->c[i].alt.st.median_ms : -1;
+    }
+    int pick = tt_wrobust(a, b, n, CROSS_TIE);
+    if (pick < 0) goto out;
+    double ma = a[pick], mb = b[pick];
+    int faster = 0;
+    for (int i = 0; i < n; i++) {
+        if (a[i] > 0 && a[i] < ma) ma = a[i];
+        if (b[i] > 0 && b[i] < mb) mb = b[i];
+    }
+    for (int i = 0; i < n; i++) {
+        cand *c = &p->c[i];
+        if (i != pick && c->live && a[i] <= a[pick]) {
+            tt__wk_say_timed(r, c, "skipped");
+            c->live = 0;
+            faster++;
+        }
+    }
+    fprintf(stderr,
+            "tiletune-worker: decode key at batch %d and %d: kept %.3fx the best at %d and %.3fx at %d "
+            "(%d faster at %d)\n",
+            (int)r->in.B, (int)r->alt.B, a[pick] / ma, (int)r->in.B, b[pick] / mb, (int)r->alt.B, faster,
+            (int)r->in.B);
+out:
+    free(a);
+    free(b);
+}
+
 /* Every checked candidate timed with its full count in TIME_SLICES
  * interleaved slices; the RESULTs follow the last slice. After a dead
  * launch the modules stay: unloading waits for the GPU, and a hung kernel
  * never lets it finish. The worker exits next. */
 static int run_exhaustive(keyrun *r, pool *p, int *nok) {
     int live, rc = check_all(r, p, &live);
-    if (rc == RUN_OK && live > 0) rc = time_interleaved(r, p, 0, TIME_SLICES);
+    if (rc == RUN_OK && live > 0) rc = setup_second_batch(r, p);
+    if (rc == RUN_OK && live > 0) rc = time_both(r, p, 0, TIME_SLICES);
     if (rc == RUN_DEAD) return rc;
+    if (rc == RUN_OK && live > 0) keep_least_regret(r, p);
     say_live(r, p, nok);
     unload_all(p);
     return RUN_OK;
-}
-
-/* med[i]: live candidate i's median of the last pass, -1 for the others.
- * Returns how many are live. */
-static int medians(const pool *p, double *med) {
-    int live = 0;
-    for (int i = 0; i < p->n; i++) {
-        med[i] = p->c[i].live ? p->c[i].st.median_ms : -1;
-        live += p->c[i].live;
-    }
-    return live;
 }
 
 /* Successive halving (docs/tuning.md): the checked variants are timed with
@@ -250,16 +404,18 @@ static int medians(const pool *p, double *med) {
  * one; the survivors are then timed like exhaustive's (TIME_SLICES slices
  * of the full count), so the winner's numbers are as good as an
  * exhaustive search's. A dropped variant's RESULT carries its last pass,
- * as status skipped: only the finalists compete for the winner. */
+ * as status skipped: only the finalists compete for the winner. A decode
+ * key is ranked by its worst-case regret over two batches (scores). */
 static int run_fast(keyrun *r, pool *p, int *nok) {
-    int n = p->n, live, shift = FAST_SHIFT;
+    int n = p->n, live, shift = FAST_SHIFT, keep_n = is_decode(r) ? CROSS_KEEP : 2;
     double *med = calloc((size_t)n + 1, sizeof *med);
     int *keep = calloc((size_t)n + 1, sizeof *keep);
     int rc = RUN_SKIP;
     if (!med || !keep) goto out;
     rc = check_all(r, p, &live);
-    if (rc == RUN_OK && live > 2) rc = time_interleaved(r, p, shift, FAST_SLICES);
-    while (rc == RUN_OK && medians(p, med) > 2) {
+    if (rc == RUN_OK && live > 0) rc = setup_second_batch(r, p);
+    if (rc == RUN_OK && live > 2) rc = time_both(r, p, shift, FAST_SLICES);
+    while (rc == RUN_OK && scores(r, p, med) > keep_n) {
         live = tt_whalve(med, n, FAST_TIE, FAST_CUT, keep);
         for (int i = 0; i < n; i++)
             if (med[i] >= 0 && !keep[i]) {
@@ -268,10 +424,11 @@ static int run_fast(keyrun *r, pool *p, int *nok) {
                 tt__kernel_unload(p->c[i].k);
                 p->c[i].k = NULL;
             }
-        if (live <= 2 || --shift == 0) break;
-        rc = time_interleaved(r, p, shift, FAST_SLICES);
+        if (live <= keep_n || --shift == 0) break;
+        rc = time_both(r, p, shift, FAST_SLICES);
     }
-    if (rc == RUN_OK) rc = time_interleaved(r, p, 0, TIME_SLICES);
+    if (rc == RUN_OK) rc = time_both(r, p, 0, TIME_SLICES);
+    if (rc == RUN_OK) keep_least_regret(r, p);
     if (rc == RUN_OK) say_live(r, p, nok);
 out:
     if (rc != RUN_DEAD) unload_all(p); /* see run_exhaustive */
@@ -293,20 +450,13 @@ int tt_worker_measure(tt_worker *w, const tt_wtask *t, tt_wemit emit, void *ud) 
     r.bf16 = t->key.dtype == TT_DTYPE_BF16;
     tt_wdims dims;
     tt_wshape(&t->key, t->batch, t->heads, &dims);
-    r.B = dims.batch;
+    r.in.B = dims.batch;
     r.H = dims.heads_q;
     r.Hkv = dims.heads_kv;
     /* The daemon takes batch up to 2^20 but the grid's y and z (heads,
      * batch) stop at 65535: every launch would fail and read as "no
      * correct variant". And B*H*L*D*2 bytes must not wrap. */
-    long long bytes;
-    int too_big = r.B > 65535 || r.H > 65535 ||
-                  __builtin_mul_overflow((long long)r.B * r.H, (r.Lq > r.Lk ? r.Lq : r.Lk) * r.D * 2, &bytes);
-    if (!too_big) {
-        r.nq = (long long)r.B * r.H * r.Lq * r.D;
-        r.nk = (long long)r.B * r.Hkv * r.Lk * r.D;
-        r.nlse = (long long)r.B * r.H * r.Lq;
-    }
+    int too_big = set_counts(&r) < 0;
     const char *fail = NULL;
     int rc = TT_WORKER_NEXT, nok = 0, ncand = 0;
     cand *c = NULL;
@@ -317,7 +467,7 @@ int tt_worker_measure(tt_worker *w, const tt_wtask *t, tt_wemit emit, void *ud) 
         snprintf(r.err, sizeof r.err,
                  "batch %d x heads %d x seqlen %lld x head_dim %d is over the kernel's limits "
                  "(batch and heads at most 65535)",
-                 (int)r.B, (int)r.H, (long long)(r.Lq > r.Lk ? r.Lq : r.Lk), (int)r.D);
+                 (int)r.in.B, (int)r.H, (long long)(r.Lq > r.Lk ? r.Lq : r.Lk), (int)r.D);
         goto done;
     }
     if (t->key.rev[0] && strcmp(t->key.rev, w->src->rev) != 0) {
