@@ -9,6 +9,7 @@
 #   STEPS="inference balance" bash bench/gpu_check.sh   # the balanced grid: tests, A/B
 #   STEPS=stream bash bench/gpu_check.sh   # the KV copy paths' ceiling (bench/dev/kv_stream.cu)
 #   STEPS=l2 bash bench/gpu_check.sh       # ncu: L2 sectors the decode kernel asks for, against cuDNN's
+#   STEPS=cross bash bench/gpu_check.sh    # decode keys tuned at batch 1 and 64, each winner at both
 #
 # core:      build (fault injection on, for the pipeline test); the C kernel
 #            tests but the every-variant one; the pipeline end to end
@@ -65,7 +66,9 @@ if has ctests; then
   say "C GPU tests"
 fi
 if has e2e; then
-  TT_TEST_TIMEOUT=100 timeout 110 "$build/tests/worker/test_tune_gpu" >"$out/e2e.log" 2>&1
+  # E2E_TESTS: names of test_tune_gpu's tests (default: all); a test that
+  # tunes compiles its key's space on an empty cache
+  TT_TEST_TIMEOUT=300 timeout "${E2E_S:-420}" "$build/tests/worker/test_tune_gpu" ${E2E_TESTS:-} >"$out/e2e.log" 2>&1
   echo "pipeline end to end: rc=$?"; tail -6 "$out/e2e.log"
   say pipeline
 fi
@@ -91,6 +94,15 @@ if has bench; then
     --budget "$(( ${BENCH_S:-150} * 2 / 3 ))" >"$out/inference-bench.log" 2>&1
   echo "inference bench: rc=$?"; tail -40 "$out/inference-bench.log"
   say "inference bench"
+fi
+if has cross; then
+  # decode keys tuned at batch 1 and at batch 64 by the real daemon, each
+  # winner timed at both (bench/inference/cross_batch.py)
+  timeout "${CROSS_S:-400}" python3 bench/inference/cross_batch.py --build "$build" --out "$out/cross" \
+    --cap-s "$(( ${CROSS_S:-400} / 3 ))" ${CROSS_ARGS:-} >"$out/cross-batch.log" 2>&1
+  echo "cross batch: rc=$?"; tail -14 "$out/cross-batch.log"
+  grep -h "decode key at batch" "$out"/cross/tuned-*.log | cut -c1-220
+  say "decode across batches"
 fi
 if has balance; then
   # the balanced grid (TILETUNE_SPLITKV_BALANCE=1) against splits of whole
