@@ -109,12 +109,19 @@ static void kernel_get(void *p) {
 }
 /* The driver's own floor: an empty kernel whose parameter block is as
  * large as the family's, launched on the same stream. */
-static CUfunction empty_fn;
+static CUfunction empty_fn, empty8_fn;
 static void empty_launch(void *p) {
     bench *b = p;
     static tt_splitkv_params blank;
     void *params[1] = {&blank};
     b->cu->LaunchKernel(empty_fn, 1, 1, 1, 32, 1, 1, 0, b->s, params, NULL);
+}
+/* ... and with one pointer for parameters: what the block's size costs */
+static void empty8_launch(void *p) {
+    bench *b = p;
+    static unsigned long long one;
+    void *params[1] = {&one};
+    b->cu->LaunchKernel(empty8_fn, 1, 1, 1, 32, 1, 1, 0, b->s, params, NULL);
 }
 static void kernel_launch(void *p) {
     bench *b = p;
@@ -213,14 +220,17 @@ int main(int argc, char **argv) {
     char ptx[512];
     snprintf(ptx, sizeof ptx,
              ".version 7.0\n.target sm_80\n.address_size 64\n"
-             ".visible .entry tt_empty(.param .align 8 .b8 p[%zu]) { ret; }\n",
+             ".visible .entry tt_empty(.param .align 8 .b8 p[%zu]) { ret; }\n"
+             ".visible .entry tt_empty8(.param .u64 p) { ret; }\n",
              sizeof(tt_splitkv_params));
     CUmodule empty_mod;
-    if (cu->ModuleLoadData(&empty_mod, ptx) || cu->ModuleGetFunction(&empty_fn, empty_mod, "tt_empty")) {
+    if (cu->ModuleLoadData(&empty_mod, ptx) || cu->ModuleGetFunction(&empty_fn, empty_mod, "tt_empty") ||
+        cu->ModuleGetFunction(&empty8_fn, empty_mod, "tt_empty8")) {
         fprintf(stderr, "could not load the empty kernel\n");
         return 1;
     }
-    printf("host cost per call, us (median of %d x %d; %d other kernels loaded)\n", ROUNDS, CALLS, loaded);
+    printf("host cost per call, us (median of %d x %d; %d other kernels loaded; parameters %zu bytes)\n", ROUNDS,
+           CALLS, loaded, sizeof(tt_splitkv_params));
     const struct {
         const char *name;
         step_fn fn;
@@ -233,7 +243,8 @@ int main(int argc, char **argv) {
                  {"  tt__variant_check", variant_check},
                  {"  tt__kernel_get (cached)", kernel_get},
                  {"  the family's launch (plan, workspace, cuLaunchKernel)", kernel_launch},
-                 {"cuLaunchKernel alone: an empty kernel, the same parameter bytes", empty_launch}};
+                 {"cuLaunchKernel alone: an empty kernel, the same parameter bytes", empty_launch},
+                 {"cuLaunchKernel alone: an empty kernel, 8 parameter bytes", empty8_launch}};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
         printf("%-64s %7.2f\n", steps[i].name, time_us(steps[i].fn, &b, cu, b.s));
     cfg.split_ctas = 0;
