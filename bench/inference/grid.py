@@ -251,9 +251,13 @@ def analyse(db, defaults, job=None):
             r["default_status"] = "busy"
             r["default_note"] = "timed only while the GPU was shared"
         elif seen.get("skipped"):
+            # skipped at the tune's batch: dropped by fast mode after a
+            # partial timing, or (a decode key) faster there than the
+            # config kept for both batches; a decode key's timings at its
+            # second batch are skipped too, and are not this batch's
             r["default_status"] = "dropped"
-            t = [m["time_ms"] for m in seen["skipped"] if m["time_ms"]]
-            r["default_note"] = "dropped by fast mode" + (f" (partial timing {min(t):.4f} ms)" if t else "")
+            t = [m["time_ms"] for m in seen["skipped"] if m["time_ms"] and m["batch"] == best["batch"]]
+            r["default_note"] = "skipped by the tune" + (f" (its timing there {min(t):.4f} ms)" if t else "")
         else:
             r["default_status"] = "not in the space"
             r["default_note"] = "no measurement: not a candidate of the key, or dropped at compile"
@@ -434,7 +438,8 @@ def summary(rows, meta):
     why = {"measured": "timed by the tune with the other candidates",
            "not in the space": "no measurement: not among the key's candidates, or dropped at compile "
                                "(spills, shared memory)",
-           "dropped": "fast mode dropped it after a partial timing (status skipped)",
+           "dropped": "skipped by the tune: fast mode dropped it after a partial timing, or (decode) it ran "
+                      "faster at the tune's batch than the config kept for both batches (docs/tuning.md)",
            "failed": "recorded wrong, fault or timeout: a bug",
            "busy": "timed only while another process used the GPU",
            "no default": "no default config for the key"}
