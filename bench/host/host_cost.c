@@ -229,8 +229,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "could not load the empty kernel\n");
         return 1;
     }
-    printf("host cost per call, us (median of %d x %d; %d other kernels loaded; parameters %zu bytes)\n", ROUNDS,
-           CALLS, loaded, sizeof(tt_splitkv_params));
+    printf("host cost per call, us (median of %d x %d; %d other kernels loaded; parameters %zu bytes)\n",
+           ROUNDS, CALLS, loaded, sizeof(tt_splitkv_params));
     const struct {
         const char *name;
         step_fn fn;

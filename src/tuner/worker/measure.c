@@ -6,7 +6,8 @@
 
 #include "tuner/worker/run.h"
 
-static void free_inputs(const tt__cuda *cu, wk_inputs *in) {
+void tt__wk_free_inputs(tt_worker *w, wk_inputs *in) {
+    const tt__cuda *cu = w->cu;
     CUdeviceptr *all[] = {&in->o, &in->lse, &in->oref, &in->lseref};
     for (int i = 0; i < MAX_ROTATE; i++) {
         CUdeviceptr *set[] = {&in->q[i], &in->k[i], &in->v[i]};
@@ -22,8 +23,8 @@ static void free_inputs(const tt__cuda *cu, wk_inputs *in) {
 }
 
 void tt__wk_free_bufs(keyrun *r) {
-    free_inputs(r->w->cu, &r->in);
-    free_inputs(r->w->cu, &r->alt);
+    tt__wk_free_inputs(r->w, &r->in);
+    tt__wk_free_inputs(r->w, &r->alt);
 }
 
 static tt_sdpa_params params_for(const keyrun *r, int set) {

@@ -125,6 +125,8 @@ int tt__wk_load_check(tt_worker *w, char *err, size_t errlen);
  * r->in's and r->alt's. */
 int tt__wk_alloc_bufs(keyrun *r);
 void tt__wk_free_bufs(keyrun *r);
+/* One batch's buffers, its pointers zeroed. */
+void tt__wk_free_inputs(tt_worker *w, wk_inputs *in);
 int tt__wk_compile_reference(keyrun *r);
 int tt__wk_run_reference(keyrun *r);
 /* Loads, poisons, runs once and checks c against the reference: RUN_*. */

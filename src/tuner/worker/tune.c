@@ -281,9 +281,9 @@ static int setup_second_batch(keyrun *r, pool *p) {
     if (set_counts(r) < 0 || tt__wk_alloc_bufs(r) < 0 || tt__wk_run_reference(r) < 0) {
         fprintf(stderr, "tiletune-worker: decode key not timed at batch %d: %s\n", (int)b2,
                 r->err[0] ? r->err : "over the kernel's limits");
-        tt__wk_free_bufs(r); /* both: the key's own are swapped out */
+        tt__wk_free_inputs(r->w, &r->in); /* the second batch's only: the key's own are in r->alt */
         swap_batch(r, p);
-        r->alt.B = 0;
+        memset(&r->alt, 0, sizeof r->alt);
         return RUN_OK;
     }
     for (int i = 0; i < p->n; i++) {
