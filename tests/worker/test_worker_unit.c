@@ -194,16 +194,16 @@ TEST(decode_keeps_the_least_worst_case_regret) {
     /* the fastest at the key's batch (0) runs 1.12x at the other; the
      * second is 1% behind at the first and the best at the second */
     double a[] = {1.00, 1.01, 1.05}, b[] = {11.2, 10.0, 10.3};
-    ASSERT_EQ(tt_wrobust(a, b, 3, 0.005), 1);
+    ASSERT_EQ(tt_wrobust(a, b, 3, 0.005, NULL, NULL), 1);
     /* both within noise of the least regret: the fastest at a wins */
     double a2[] = {1.00, 1.01}, b2[] = {10.2, 10.0}; /* regrets 1.02 and 1.01 */
-    ASSERT_EQ(tt_wrobust(a2, b2, 2, 0.01), 0);
-    ASSERT_EQ(tt_wrobust(a2, b2, 2, 0), 1);
+    ASSERT_EQ(tt_wrobust(a2, b2, 2, 0.01, NULL, NULL), 0);
+    ASSERT_EQ(tt_wrobust(a2, b2, 2, 0, NULL, NULL), 1);
     /* one out at the second batch (wrong or not run) cannot be kept */
     double b3[] = {-1, 10.4, 10.0};
-    ASSERT_EQ(tt_wrobust(a, b3, 3, 0.005), 1);
+    ASSERT_EQ(tt_wrobust(a, b3, 3, 0.005, NULL, NULL), 1);
     double none[] = {-1, -1};
-    ASSERT_EQ(tt_wrobust(a2, none, 2, 0.005), -1);
+    ASSERT_EQ(tt_wrobust(a2, none, 2, 0.005, NULL, NULL), -1);
 }
 
 TEST(check_kernels_compile_for_sm80_and_sm90) {

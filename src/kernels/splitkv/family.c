@@ -150,11 +150,15 @@ static int64_t split_per_sm(const tt_config *c, int fit) {
     return c->split_ctas > 0 && c->split_ctas < f ? c->split_ctas : f;
 }
 
+int64_t tt__splitkv_slots(const tt_config *c, int sm_count, int fit) {
+    return split_per_sm(c, fit) * (sm_count > 0 ? sm_count : 1);
+}
+
 int tt__splitkv_varlen_tiles(const tt_config *c, int sm_count, int fit, int64_t total_k, int64_t batch,
                              int64_t heads_kv, int64_t max_tiles, int *splits) {
     *splits = 1;
     if (max_tiles <= 1 || sm_count <= 0 || total_k <= 0 || batch <= 0 || heads_kv <= 0) return 0;
-    const int64_t slots = split_per_sm(c, fit) * sm_count, bn = c->block_n;
+    const int64_t slots = tt__splitkv_slots(c, sm_count, fit), bn = c->block_n;
     /* the sequences' tiles, sum of ceil(L_b / bn) <= T, and at t tiles a
      * split their CTAs, sum of ceil(t_b / t) <= (T + batch (t - 1)) / t */
     const int64_t T = (total_k + batch * (bn - 1)) / bn, m = slots / heads_kv;
@@ -173,10 +177,6 @@ int tt__splitkv_varlen_tiles(const tt_config *c, int sm_count, int fit, int64_t 
     if (tps >= max_tiles) return 0;
     *splits = (int)((max_tiles + tps - 1) / tps);
     return (int)tps;
-}
-
-int64_t tt__splitkv_slots(const tt_config *c, int sm_count, int fit) {
-    return split_per_sm(c, fit) * (sm_count > 0 ? sm_count : 1);
 }
 
 int tt__splitkv_splits(const tt_config *c, int sm_count, int fit, int64_t ctas, int64_t max_tiles) {

@@ -134,7 +134,7 @@ int32_t tt_wcross_batch(const tt_wdims *d, int64_t seqlen_k, int32_t head_dim, i
     return b > d->batch ? (int32_t)b : 0;
 }
 
-int tt_wrobust(const double *a, const double *b, int n, double tie) {
+int tt_wrobust(const double *a, const double *b, int n, double tie, double *ra, double *rb) {
     double ma = -1, mb = -1;
     for (int i = 0; i < n; i++) {
         if (a[i] <= 0 || b[i] <= 0) continue;
@@ -154,5 +154,7 @@ int tt_wrobust(const double *a, const double *b, int n, double tie) {
         double ra = a[i] / ma, rb = b[i] / mb, r = ra > rb ? ra : rb;
         if (r <= least * (1 + tie) && (pick < 0 || a[i] < a[pick])) pick = i;
     }
+    if (ra) *ra = a[pick] / ma;
+    if (rb) *rb = b[pick] / mb;
     return pick;
 }

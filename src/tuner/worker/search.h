@@ -82,7 +82,8 @@ int32_t tt_wcross_batch(const tt_wdims *d, int64_t seqlen_k, int32_t head_dim, i
  * regret is the larger of a[i] / min(a) and b[i] / min(b); returns the
  * index of the least, and among those within `tie` of it (0.005: half a
  * percent, the timing's noise) the fastest at a. -1 if none has both.
+ * ra, rb (may be NULL): the kept one's time over the best at a and at b.
  */
-int tt_wrobust(const double *a, const double *b, int n, double tie);
+int tt_wrobust(const double *a, const double *b, int n, double tie, double *ra, double *rb);
 
 #endif

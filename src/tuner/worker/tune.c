@@ -355,14 +355,9 @@ static void keep_least_regret(keyrun *r, pool *p) {
         a[i] = p->c[i].live ? p->c[i].st.median_ms : -1;
         b[i] = p->c[i].live ? p->c[i].alt.st.median_ms : -1;
     }
-    int pick = tt_wrobust(a, b, n, CROSS_TIE);
+    double ra, rb;
+    int pick = tt_wrobust(a, b, n, CROSS_TIE, &ra, &rb), faster = 0;
     if (pick < 0) goto out;
-    double ma = a[pick], mb = b[pick];
-    int faster = 0;
-    for (int i = 0; i < n; i++) {
-        if (a[i] > 0 && a[i] < ma) ma = a[i];
-        if (b[i] > 0 && b[i] < mb) mb = b[i];
-    }
     for (int i = 0; i < n; i++) {
         cand *c = &p->c[i];
         if (i != pick && c->live && a[i] <= a[pick]) {
@@ -374,8 +369,7 @@ static void keep_least_regret(keyrun *r, pool *p) {
     fprintf(stderr,
             "tiletune-worker: decode key at batch %d and %d: kept %.3fx the best at %d and %.3fx at %d "
             "(%d faster at %d)\n",
-            (int)r->in.B, (int)r->alt.B, a[pick] / ma, (int)r->in.B, b[pick] / mb, (int)r->alt.B, faster,
-            (int)r->in.B);
+            (int)r->in.B, (int)r->alt.B, ra, (int)r->in.B, rb, (int)r->alt.B, faster, (int)r->in.B);
 out:
     free(a);
     free(b);
