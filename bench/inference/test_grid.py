@@ -83,10 +83,10 @@ def run(tmp):
         kv.update(change)
         return tiletune.format_config(tiletune._parse(",".join(f"{k}={v}" for k, v in kv.items())))
 
-    def measure(k, text, status, ms, busy=0):
+    def measure(k, text, status, ms, busy=0, batch=2):
         cols = ["gpu", "rev", *grid.KEY_COLS, "batch", "heads", *knobs, "time_ms", "reps", "measured_at",
                 "status", "busy"]
-        vals = ["ab12", "cd34", *k, 2, 32, *knob_values(text), ms, 100 if ms else 0, now, status, busy]
+        vals = ["ab12", "cd34", *k, batch, 32, *knob_values(text), ms, 100 if ms else 0, now, status, busy]
         cur = con.execute(f"INSERT INTO measurement ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                           vals)
         return cur.lastrowid
@@ -108,8 +108,8 @@ def run(tmp):
         """Key k's winner (text, ms) and the default's measurements
         [(status, ms, busy)]; the winner may be the default."""
         cases[name] = k
-        for status, ms, busy in default_rows:
-            measure(k, defaults[k], status, ms, busy)
+        for status, ms, busy, *batch in default_rows:
+            measure(k, defaults[k], status, ms, busy, *batch)
         if winner:
             win(k, winner[0], winner[1], measure(k, winner[0], "ok", winner[1]))
 
@@ -125,6 +125,11 @@ def run(tmp):
     split = other(defaults[k], split_ctas=tiletune.parse_config(defaults[k]).get("split_ctas", 0) + 2)
     check(split != defaults[k], f"the split_ctas candidate differs from the default ({split})")
     case("split", k, (split, 0.050), [])
+    # decode: the default ran faster at the tune's batch than the config
+    # kept for both batches (reported skipped there, and at the second batch)
+    k = key(2, 4096, 8)
+    case("not kept", k, (other(defaults[k], block_n=64 if "block_n=128" in defaults[k] else 128), 0.100),
+         [("skipped", 0.090, 0), ("skipped", 1.500, 0, 132)])
     # chunk: fast mode dropped the default
     k = key(64, 16384, 1)
     case("dropped", k, (other(defaults[k], block_n=128), 0.500), [("skipped", 0.700, 0)])
@@ -171,6 +176,11 @@ def run(tmp):
     x = row("dropped")
     check(x["default_status"] == "dropped" and x["ratio"] == "" and "0.7000" in x["default_note"]
           and x["regime"] == "chunk", f"dropped by fast mode ({x['default_status']}, {x['default_note']})")
+    x = row("not kept")
+    check(x["default_status"] == "measured, not kept" and abs(float(x["ratio"]) - 0.9) < 1e-9
+          and x["ratio_source"] == "tune",
+          f"a decode default faster at the tune's batch than the kept config: 0.9 ({x['default_status']}, "
+          f"{x['ratio']})")
     x = row("chunk")
     check(x["default_status"] == "measured" and abs(float(x["ratio"]) - 1.1) < 1e-9,
           f"a busy timing does not count: 1.1 ({x['ratio']})")
@@ -184,14 +194,29 @@ def run(tmp):
           f"the {len(rest)} keys never reached: cancelled, no winner")
 
     md = open(os.path.join(out, "grid-defaults.md")).read()
-    g = math.exp((math.log(1.25) + math.log(1.0) + math.log(1.1)) / 3)
-    check(f"| all | 6 | 3 | {g:.3f} | 1.250 | bf16 d128 causal0 q1 k4096 g1 | 2 of 3 |" in md,
-          "the summary's overall row: 6 keys with a winner, 3 ratios, geomean, worst, within 1.15")
-    check(f"| decode | 3 | 2 | {math.sqrt(1.25):.3f} | 1.250 |" in md, "the decode row")
+    g = math.exp((math.log(1.25) + math.log(1.0) + math.log(1.1) + math.log(0.9)) / 4)
+    check(f"| all | 7 | 4 | {g:.3f} | 1.250 | bf16 d128 causal0 q1 k4096 g1 | 3 of 4 |" in md,
+          "the summary's overall row: 7 keys with a winner, 4 ratios, geomean, worst, within 1.15")
+    check(f"| decode | 4 | 3 | {(1.25 * 0.9) ** (1 / 3):.3f} | 1.250 |" in md, "the decode row")
     check("| prefill | 1 | 0 | | | | |" in md, "the prefill row: a winner, no ratio")
     check("| not in the space | 1 |" in md and "| dropped | 1 |" in md and "| failed | 1 |" in md
-          and "| measured | 3 |" in md, "the default statuses are counted")
+          and "| measured | 3 |" in md and "| measured, not kept | 1 |" in md, "the default statuses are counted")
     check("Keys with a winner and no ratio: 3" in md, "keys without a ratio are counted")
+
+
+    # the same timings in a fast job: a skipped default may be a partial
+    # timing, so it is not a ratio (the bench times it)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE job SET mode = 'fast' WHERE id = ?", (bf16_job,))
+    con.commit()
+    con.close()
+    r = subprocess.run([sys.executable, os.path.join(HERE, "grid.py"), "--analyse", db, "--defaults", dpath,
+                        "--job", str(bf16_job), "--bench-s", "0", "--out", out], capture_output=True, text=True)
+    check(r.returncode == 0, f"grid.py --analyse of the fast job exits 0 ({r.returncode})")
+    with open(os.path.join(out, "grid-defaults.csv")) as f:
+        x = next(x for x in csv.DictReader(f) if x["key"] == grid.key_text(cases["not kept"]))
+    check(x["default_status"] == "dropped" and x["ratio"] == "" and "0.0900" in x["default_note"],
+          f"fast mode: the skipped default is dropped, its timing noted ({x['default_status']}, {x['default_note']})")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ typedef struct kinfo {
     const tt_fleet_rec *best; /* NULL: measurements only */
     double fam[FAMILIES];     /* best ok TFLOP/s per family (by id); < 0 none */
     double def;               /* the built-in default's ok TFLOP/s; < 0 not measured */
+    int def_skipped;          /* def is a timing reported skipped (skipped_default) */
     int nok, nfailed, nskipped;
     int stale;
     int shown; /* the key plotted for its seqlens (current revision, else newest) */
@@ -92,6 +93,34 @@ static const char *current_rev(const tt_report_table *t) {
     return newest ? newest->rec.key.rev : "";
 }
 
+/* A key whose default has no ok timing but one reported skipped at the
+ * winner's batch and heads takes that: a decode key's default can run
+ * faster there than the config kept for both batches (docs/tuning.md,
+ * "Decode across batches"), and fast mode drops a default after a partial
+ * timing; either is a real time at the winner's problem, marked as such.
+ * A skipped timing at another batch is not comparable and stays out.
+ * p: the records sorted by key, as view_build grouped them. */
+static void skipped_default(view *v, const tt_fleet_rec *const *p, size_t n) {
+    size_t ki = 0;
+    for (size_t i = 0; i < n; i++) {
+        while (ki < v->n && key_cmp(&v->k[ki].key, &p[i]->rec.key) != 0) ki++;
+        if (ki == v->n) return;
+        kinfo *k = &v->k[ki];
+        const tt_record *r = &p[i]->rec;
+        if (p[i]->kind == TT_FLEET_BEST || r->status != TT_MEAS_SKIPPED || !k->best ||
+            (k->def > 0 && !k->def_skipped))
+            continue;
+        if (r->batch <= 0 || r->batch != k->best->rec.batch || r->heads != k->best->rec.heads ||
+            r->tflops <= 0)
+            continue;
+        tt_config d;
+        if (record_default(p[i], &d) == 0 && tt_config_equal(&d, &r->config) && r->tflops > k->def) {
+            k->def = r->tflops;
+            k->def_skipped = 1;
+        }
+    }
+}
+
 static int view_build(const tt_report_table *t, view *v) {
     memset(v, 0, sizeof *v);
     v->t = t;
@@ -136,6 +165,7 @@ static int view_build(const tt_report_table *t, view *v) {
                 k->def = r->tflops;
         }
     }
+    skipped_default(v, p, t->n);
     free(p);
     /* per seqlen pair, the key that is plotted: the current revision's,
      * else the newest winner's */
@@ -534,7 +564,7 @@ static int group_section(FILE *f, const view *v, size_t i, size_t j, int gno) {
         } else {
             fputs("<td class=\"l warn\">no winner</td><td class=\"tflops\">-</td>", f);
         }
-        if (k->def > 0) fprintf(f, "<td>%.2f</td>", k->def);
+        if (k->def > 0) fprintf(f, "<td>%.2f%s</td>", k->def, k->def_skipped ? "<sup>s</sup>" : "");
         else fputs("<td>-</td>", f);
         if (k->def > 0 && k->best) fprintf(f, "<td>%.2f&times;</td>", k->best->rec.tflops / k->def);
         else fputs("<td>-</td>", f);
@@ -543,7 +573,16 @@ static int group_section(FILE *f, const view *v, size_t i, size_t j, int gno) {
         fprintf(f, "<td>%d</td><td%s>%d</td><td>%d</td></tr>\n", k->nok, k->nfailed ? " class=\"warn\"" : "",
                 k->nfailed, k->nskipped);
     }
-    fputs("</table></section>\n", f);
+    fputs("</table>", f);
+    for (size_t m = i; m < j; m++)
+        if (v->k[m].def_skipped) {
+            fputs("<p class=\"note\"><sup>s</sup> the default's timing at the winner's batch was reported "
+                  "skipped: a decode key's default faster there than the config kept for both batches, or "
+                  "one fast mode dropped after a partial timing.</p>",
+                  f);
+            break;
+        }
+    fputs("</section>\n", f);
     free(g.x);
     free(g.y);
     return 0;

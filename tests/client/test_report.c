@@ -186,6 +186,60 @@ TEST(bad_input) {
     cleanup();
 }
 
+/* A decode key whose default ran faster at the tune's batch than the
+ * config kept for both batches: the worker reports the default's timing
+ * skipped; the page shows it, marked, and not the one at the second batch. */
+TEST(a_decode_default_reported_skipped_is_shown_marked) {
+    setup();
+    tt_fleet_rec recs[4];
+    tt_fleet_rec w = fu_rec(0, 1, 64, 0.05, "node-a");
+    w.rec.key.seqlen_k = 4096;
+    w.rec.key.group = 4;
+    w.rec.key.dtype = TT_DTYPE_BF16;
+    w.rec.batch = 8;
+    w.rec.heads = 32;
+    tt_config d;
+    ASSERT_OK(tt__config_default_sm90(&w.rec.key, &d));
+    ASSERT_EQ(d.family, TT_FAMILY_SPLITKV);
+    w.rec.config = d;
+    w.rec.config.block_n = d.block_n == 64 ? 128 : 64; /* the kept one is not the default */
+    w.rec.tflops = 10;
+    recs[0] = w;
+    tt_fleet_rec own = w;
+    own.kind = TT_FLEET_MEASUREMENT;
+    own.rec.config = d;
+    own.rec.status = TT_MEAS_SKIPPED;
+    own.rec.tflops = 12.5; /* faster at the winner's batch */
+    recs[1] = own;
+    tt_fleet_rec wide = own;
+    wide.rec.batch = 132; /* the second batch: another problem */
+    wide.rec.tflops = 40;
+    recs[2] = wide;
+    tt_fleet_rec kept = w;
+    kept.kind = TT_FLEET_MEASUREMENT;
+    recs[3] = kept;
+    fu_write_table(table_a, recs, 4, NULL);
+    cli_result r;
+    cli(&r, "report", "-o", page, table_a, NULL);
+    if (r.rc) fprintf(stderr, "%s", r.err);
+    ASSERT_EQ(r.rc, 0);
+    const char *h = slurp_file(page);
+    ASSERT_CONTAINS(h, "<td>12.50<sup>s</sup></td><td>0.80&times;</td>");
+    ASSERT_CONTAINS(h, "data-series=\"default\" data-seqlen=\"1\" data-value=\"12.5000\"");
+    ASSERT_CONTAINS(h, "the default's timing at the winner's batch was reported skipped");
+    ASSERT(!strstr(h, "40.00"));
+    /* the same key with the default timed ok: that one, unmarked */
+    recs[1].rec.status = TT_MEAS_OK;
+    recs[1].rec.tflops = 11;
+    fu_write_table(table_a, recs, 4, NULL);
+    cli(&r, "report", "-o", page, table_a, NULL);
+    ASSERT_EQ(r.rc, 0);
+    h = slurp_file(page);
+    ASSERT_CONTAINS(h, "<td>11.00</td>");
+    ASSERT(!strstr(h, "<sup>s</sup>"));
+    cleanup();
+}
+
 /* A checker run by the browser after layout: every point's centre, in the
  * chart's own units, with the chart's axes. */
 static const char *const checker =
