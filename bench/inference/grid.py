@@ -22,7 +22,7 @@ key with (CUDA graphs over copies of the inputs, replayed interleaved,
 median): the ratio's source says which (`tune` or `bench`).
 
     bench/inference/grid.py --build BUILD --out OUT [--mode exhaustive|fast]
-        [--dtype bf16|fp16] [--shard I/N] [--cap-s 420] [--bench-s 60]
+        [--dtype bf16|fp16 [--seqlen LIST] [--seqlen-k LIST]] [--shard I/N] [--cap-s 420] [--bench-s 60]
     bench/inference/grid.py --analyse DB --defaults CSV --out OUT
 
 Writes OUT/grid-defaults.csv (a row a key of the job), OUT/grid-defaults.md
@@ -77,18 +77,23 @@ def key_text(k):
 
 # ---- the tune (GPU machine) ---------------------------------------------------
 
-def tune_args(mode, dtype=None, shard=None):
-    """The `tiletune tune` arguments that queue the grid (or one dtype of it)."""
-    args = ["tune"] + (GRID_LISTS + ["--dtype", dtype] if dtype else ["--inference-grid"])
+def tune_args(mode, dtype=None, shard=None, narrow=None):
+    """The `tiletune tune` arguments that queue the grid (or one dtype of
+    it; narrow: {list option: values} replacing the grid's, a sub-grid)."""
+    lists = list(GRID_LISTS)
+    for opt, values in (narrow or {}).items():
+        if values:
+            lists[lists.index(opt) + 1] = values
+    args = ["tune"] + (lists + ["--dtype", dtype] if dtype else ["--inference-grid"])
     args += ["--mode", mode]
     if shard:
         args += ["--shard", shard]
     return args
 
 
-def queue(d, mode, dtype=None, shard=None):
+def queue(d, mode, dtype=None, shard=None, narrow=None):
     """Queues the grid on daemon d: (job id, keys)."""
-    out = d.call(*tune_args(mode, dtype, shard)).stdout
+    out = d.call(*tune_args(mode, dtype, shard, narrow)).stdout
     m = re.search(r"job (\d+) queued: (\d+) keys", out)
     if not m:
         raise RuntimeError(f"tiletune tune: unexpected reply {out!r}")
@@ -500,6 +505,10 @@ def write(rows, out, meta):
 
 # ---- main -------------------------------------------------------------------------
 
+def narrow(args):
+    return {"--seqlen": args.seqlen, "--seqlen-k": args.seqlen_k}
+
+
 def tune_main(args):
     db = os.path.join(args.out, "grid.db")
     for sfx in ("", "-wal", "-shm"):
@@ -512,7 +521,7 @@ def tune_main(args):
     d = Daemon(args.build, run, db, os.path.join(args.out, "daemon.log"), cache=cache)
     try:
         have_gpu = d.wait_gpu()
-        job, nkeys = queue(d, args.mode, args.dtype, args.shard)
+        job, nkeys = queue(d, args.mode, args.dtype, args.shard, narrow(args))
         print(f"job {job}: {nkeys} keys, mode {args.mode}, cap {args.cap_s:.0f} s"
               f"{'' if have_gpu else ' (no GPU: nothing is tuned)'}", flush=True)
         wall, capped = wait_capped(d, db, job, args.cap_s, have_gpu)
@@ -539,7 +548,7 @@ def tune_main(args):
     if args.bench_s > 0:
         bench(rows, args.bench_s, args.bench_check)
     import tiletune
-    meta = (f"{time.strftime('%Y-%m-%d')}, job {job}: `{' '.join(tune_args(args.mode, args.dtype, args.shard))}`, "
+    meta = (f"{time.strftime('%Y-%m-%d')}, job {job}: `{' '.join(tune_args(args.mode, args.dtype, args.shard, narrow(args)))}`, "
             f"{done} of {nkeys} keys done in {wall:.0f} s" + (f" (capped at {args.cap_s:.0f} s)" if capped else "")
             + f"; kernel revision {tiletune.revision()}; built-in defaults: {source}.")
     write(rows, args.out, meta)
@@ -572,6 +581,8 @@ def main():
     ap.add_argument("--mode", default="exhaustive", choices=("exhaustive", "fast"))
     ap.add_argument("--dtype", choices=("bf16", "fp16"), help="only this dtype's half of the grid")
     ap.add_argument("--shard", help="I/N: only shard I of N of the (narrowed) grid, dealt by work")
+    ap.add_argument("--seqlen", help="with --dtype: these seqlen_q only (a comma list from the grid's)")
+    ap.add_argument("--seqlen-k", help="with --dtype: these seqlen_k only (a comma list from the grid's)")
     ap.add_argument("--cap-s", type=float, default=420, help="tuning wall time; the rest is cancelled")
     ap.add_argument("--bench-s", type=float, default=60,
                     help="seconds for timing the defaults the tune did not time (0: none)")
@@ -582,6 +593,8 @@ def main():
     ap.add_argument("--job", type=int, help="with --analyse: the job (default: the newest)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if (args.seqlen or args.seqlen_k) and not args.dtype:
+        ap.error("--seqlen and --seqlen-k narrow the lists of one dtype: give --dtype")
     if args.analyse:
         analyse_main(args)
     elif args.build:

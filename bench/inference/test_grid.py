@@ -51,6 +51,7 @@ def run(tmp):
         bf16_job, n_bf16 = grid.queue(d, "exhaustive", "bf16")
         fp16_job, n_fp16 = grid.queue(d, "fast", "fp16")
         shard_job, n_shard = grid.queue(d, "exhaustive", "bf16", "1/2")
+        sub_job, n_sub = grid.queue(d, "exhaustive", "bf16", None, {"--seqlen-k": "131072", "--seqlen": None})
     finally:
         d.stop()
     full, bf16, fp16 = set(job_keys(db, all_job)), set(job_keys(db, bf16_job)), set(job_keys(db, fp16_job))
@@ -59,6 +60,9 @@ def run(tmp):
           f"the lists of --dtype bf16 and fp16 queue exactly the grid's keys ({n_bf16} + {n_fp16})")
     check(all(k[0] == "bf16" for k in bf16), "--dtype bf16 queues bf16 keys only")
     check(n_shard == 103 and set(job_keys(db, shard_job)) <= bf16, f"--shard 1/2 of bf16: 103 keys ({n_shard})")
+    sub = set(job_keys(db, sub_job))
+    check(sub == {k for k in bf16 if k[4] == 131072} and n_sub == len(sub) > 0,
+          f"--seqlen-k 131072 narrows bf16 to its 131072-key keys ({n_sub})")
 
     defaults = grid.device_defaults(sorted(bf16), None)  # the portable table: no GPU here
     dpath = os.path.join(tmp, "defaults.csv")
