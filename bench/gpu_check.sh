@@ -10,6 +10,7 @@
 #   STEPS=stream bash bench/gpu_check.sh   # the KV copy paths' ceiling (bench/dev/kv_stream.cu)
 #   STEPS=l2 bash bench/gpu_check.sh       # ncu: L2 sectors the decode kernel asks for, against cuDNN's
 #   STEPS=cross bash bench/gpu_check.sh    # decode keys tuned at batch 1 and 64, each winner at both
+#   STEPS=rows ROWS_KEYS=128:2:4096:8 ROWS_CONFIGS="block_m=16,..." bash bench/gpu_check.sh  # default rows
 #
 # core:      build (fault injection on, for the pipeline test); the C kernel
 #            tests but the every-variant one; the pipeline end to end
@@ -103,6 +104,15 @@ if has cross; then
   echo "cross batch: rc=$?"; tail -14 "$out/cross-batch.log"
   grep -h "decode key at batch" "$out"/cross/tuned-*.log | cut -c1-220
   say "decode across batches"
+fi
+if has rows; then
+  # candidate rows for the built-in decode defaults, each at its keys' two
+  # tune batches (bench/inference/default_rows.py; ROWS_KEYS, ROWS_CONFIGS)
+  timeout "${ROWS_S:-240}" python3 bench/inference/default_rows.py --out "$out/default-rows" \
+    --budget-s "$(( ${ROWS_S:-240} - 40 ))" --keys "$ROWS_KEYS" --configs "$ROWS_CONFIGS" \
+    >"$out/default-rows.log" 2>&1
+  echo "default rows: rc=$?"; tail -20 "$out/default-rows.log"
+  say "default rows"
 fi
 if has balance; then
   # the balanced grid (TILETUNE_SPLITKV_BALANCE=1) against splits of whole

@@ -151,7 +151,15 @@ static const struct splitkv_row splitkv_sm90[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
     {16, 32, 16, 64, 4, 4, 1, 0},
     {16, 64, 16, 128, 4, 4, 1, 0},
-    {16, 128, 16, 128, 4, 3, 1, 0},
+    /* d128: the 128-key row holds up to 8 packed rows; 9-16 (2 tokens of
+     * group 8, 4 of group 4, 16 of group 1) take 64-key tiles: 1.00-1.02x
+     * the best of the candidates at 8 of the 9 such keys of the inference
+     * grid's short caches (1k-16k keys, at the tune's two batches), where
+     * the 128-key row ran 1.04-1.20x; the ninth, 16 tokens of group 1 at
+     * batch 4 over 4k keys, 1.08x (docs/perf.md, decode defaults by the
+     * call's units). */
+    {8, 128, 16, 128, 4, 3, 1, 0},
+    {16, 128, 16, 64, 4, 3, 1, 0},
     {16, 256, 16, 64, 4, 2, 0, 0},
     {32, 32, 32, 128, 4, 3, 1, 0},
     {32, 64, 32, 128, 4, 3, 1, 0},
@@ -178,6 +186,22 @@ static const struct splitkv_row splitkv_sm90_short_keys[] = {
     {32, 128, 16, 128, 8, 3, 1, 0},
 };
 #define SHORT_KEYS_MAX 1024
+
+/* sm_90 decode of more (batch, K/V head) units than SMs: nothing is split
+ * (a wave of one CTA an SM is full already), and the tile that fits two
+ * CTAs an SM wins, one hiding the other's latency: d64 the 128-key tile
+ * with 3 stages (98 KB; 4 stages, 130 KB, ran 1.07-1.28x the best there),
+ * d128 64-key tiles with 3 stages (100 KB; the 128-key row, 196 KB, ran
+ * 1.03-1.14x). With fewer units the one-CTA rows above keep more of a
+ * split's bytes in flight (d128's 64-key tiles ran 1.14-1.19x at batch 1,
+ * 4k-32k keys). From the H200's sweep of the inference grid's short
+ * caches at the tune's two batches (docs/perf.md, decode defaults by the
+ * call's units); the 16-row class only (the others were not swept). */
+static const struct splitkv_row splitkv_sm90_wide[] = {
+    /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
+    {16, 64, 16, 128, 4, 3, 1, 0},
+    {16, 128, 16, 64, 4, 3, 1, 0},
+};
 
 /* sm_90 chunks' dense rows: past splitkv's rows, and where the call's
  * dense tiles fill the GPU (tt__sdpa_device_default_at: batch x query
@@ -390,6 +414,17 @@ int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int64_t seqlen
     if (!out) return TT_ERR_INVAL;
     if (arch == 90) return splitkv_row_keys(&sm90[TT_REGIME_DECODE], packed_rows, seqlen_k, head_dim, out);
     return splitkv_row(ROWS_OF(splitkv_portable), packed_rows, head_dim, out);
+}
+
+int tt__config_default_splitkv_wide(int32_t arch, int64_t packed_rows, int32_t head_dim, int64_t units,
+                                    int sm_count, tt_config *out) {
+    if (!out) return TT_ERR_INVAL;
+    if (arch != 90 || sm_count <= 0 || units <= sm_count || packed_rows < 1 || packed_rows > 16)
+        return TT_ERR_UNSUPPORTED;
+    for (size_t i = 0; i < sizeof splitkv_sm90_wide / sizeof splitkv_sm90_wide[0]; i++)
+        if (splitkv_sm90_wide[i].head_dim == head_dim && splitkv_sm90_wide[i].rows >= packed_rows)
+            return splitkv_row(&splitkv_sm90_wide[i], 1, packed_rows, head_dim, out);
+    return TT_ERR_UNSUPPORTED;
 }
 
 int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, tt_config *out) {

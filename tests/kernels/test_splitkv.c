@@ -115,10 +115,13 @@ TEST(defaults_are_legal_everywhere) {
     for (int a = 0; a < 3; a++) {
         tt__device_limits d;
         ASSERT_OK(tt__device_limits_nominal(arch[a], &d));
-        for (int i = 0; i < 8; i++) /* over 4096 keys, then 1024 (the few-keys rows) */
+        /* over 4096 keys, then 1024 (the few-keys rows); a call of unknown
+         * size, then one of more units than a wave (the wide rows) */
+        for (int i = 0; i < 16; i++)
             for (int r = 0; r < 7; r++) {
                 tt_config c;
-                ASSERT_OK(tt__splitkv_default(rows[r], i < 4 ? 4096 : 1024, dims[i % 4], &d, &c));
+                ASSERT_OK(tt__splitkv_default(rows[r], i % 8 < 4 ? 4096 : 1024, dims[i % 4], &d,
+                                              i < 8 ? 0 : 1000, &c));
                 char err[256];
                 if (tt__variant_check(&c, dims[i % 4], &d, err, sizeof err) < 0)
                     TT_FAIL_AT("sm_%d d%d rows %lld: %s", arch[a], dims[i % 4], (long long)rows[r], err);
@@ -592,11 +595,11 @@ TEST(decode_over_few_keys) {
     c = default_at(80, 128, 8, 1024, 4, 8, 32); /* sm_90's rows only */
     ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_m == 32);
     tt_config k;
-    ASSERT_OK(tt__splitkv_default(32, 1024, 128, NULL, &k));
+    ASSERT_OK(tt__splitkv_default(32, 1024, 128, NULL, 0, &k));
     ASSERT(k.block_m == 16 && k.warps == 8);
-    ASSERT_OK(tt__splitkv_default(32, 4096, 128, NULL, &k));
+    ASSERT_OK(tt__splitkv_default(32, 4096, 128, NULL, 0, &k));
     ASSERT_EQ(k.block_m, 32);
-    ASSERT_OK(tt__splitkv_default(16, 1024, 128, NULL, &k)); /* one token of group 16: its own row */
+    ASSERT_OK(tt__splitkv_default(16, 1024, 128, NULL, 0, &k)); /* one token of group 16: its own row */
     ASSERT(k.block_m == 16 && k.warps == 4);
     /* 16 tokens of group 4: 256 CTAs fill the GPU, 32 do not */
     c = default_at(90, 128, 16, 1024, 4, 8, 32);
@@ -609,6 +612,47 @@ TEST(decode_over_few_keys) {
     ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
     c = default_at(90, 128, 8, 1024, 4, 8, 32); /* 8 tokens of a group stay on splitkv */
     ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+}
+
+/* Decode of the 16-row class on sm_90 by the call's (batch, K/V head)
+ * units: with more than the 132 SMs nothing is split and the tile that
+ * fits two CTAs an SM runs (d128 64-key tiles, d64 3 stages); with fewer
+ * the one-CTA rows; 9-16 packed rows at d128 take 64-key tiles either way.
+ * tt_sdpa_fwd's default and the KV-cache one alike. */
+TEST(decode_default_follows_the_units) {
+#define IS(c, bn, st)                                                                                       \
+    ASSERT((c).family == TT_FAMILY_SPLITKV && (c).block_m == 16 && (c).block_n == (bn) && (c).warps == 4 && \
+           (c).stages == (st) && (c).split_ctas == 0)
+    IS(default_at(90, 128, 1, 4096, 4, 8, 32), 128, 3);  /* 64 units */
+    IS(default_at(90, 128, 1, 4096, 4, 66, 32), 64, 3);  /* 528 */
+    IS(default_at(90, 128, 1, 4096, 8, 33, 32), 128, 3); /* 132: one wave exactly */
+    IS(default_at(90, 128, 1, 4096, 8, 34, 32), 64, 3);  /* 136 */
+    IS(default_at(90, 128, 1, 4096, 4, 0, 0), 128, 3);   /* unknown: the key's row */
+    IS(default_at(90, 64, 1, 4096, 4, 8, 32), 128, 4);
+    IS(default_at(90, 64, 1, 4096, 4, 66, 32), 128, 3);
+    /* 9-16 packed rows at d128: 64-key tiles at any batch; 8 rows keep 128 */
+    IS(default_at(90, 128, 2, 4096, 8, 1, 32), 64, 3);
+    IS(default_at(90, 128, 16, 16384, 1, 1, 32), 64, 3);
+    IS(default_at(90, 128, 8, 4096, 1, 1, 32), 128, 3);
+    IS(default_at(90, 64, 2, 4096, 8, 1, 32), 128, 4);
+    /* the 32-row class and other archs keep their rows */
+    tt_config c = default_at(90, 128, 8, 4096, 4, 66, 32);
+    ASSERT_EQ(c.block_m, 32);
+    c = default_at(80, 128, 1, 4096, 4, 66, 32);
+    ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_n == 64 && c.stages == 2 && c.split_ctas == 2);
+    /* the KV-cache and varlen default: units are batch x K/V heads */
+    tt_config k;
+    ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 64, &k));
+    IS(k, 128, 3);
+    ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 528, &k));
+    IS(k, 64, 3);
+    ASSERT_OK(tt__splitkv_default(4, 4096, 64, NULL, 528, &k));
+    IS(k, 128, 3);
+    tt__device_limits a80;
+    ASSERT_OK(tt__device_limits_nominal(80, &a80));
+    ASSERT_OK(tt__splitkv_default(4, 4096, 128, &a80, 528, &k));
+    ASSERT(k.block_n == 64 && k.stages == 2 && k.split_ctas == 2);
+#undef IS
 }
 
 /* A 64-token chunk that fills the GPU over a long cache takes 192-key
@@ -686,7 +730,7 @@ TEST(every_space_variant_compiles_clean) {
 TEST(split_target_is_not_compiled_in) {
     tt__variant v;
     memset(&v, 0, sizeof v);
-    tt__splitkv_default(4, 4096, 128, NULL, &v.config);
+    tt__splitkv_default(4, 4096, 128, NULL, 0, &v.config);
     v.head_dim = 128;
     v.arch = 90;
     char a[512], b[512];

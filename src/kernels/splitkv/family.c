@@ -81,17 +81,27 @@ static void make(tt_config *c, int bm, int bn, int warps, int stages, int q_in_r
 static int tile_rows(int64_t rows) { return rows <= 16 ? 16 : rows <= 32 ? 32 : rows <= 64 ? 64 : 128; }
 
 int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__device_limits *dev,
-                        tt_config *out) {
+                        int64_t units, tt_config *out) {
     tt__device_limits nominal;
     if (!dev) {
         tt__device_limits_nominal(90, &nominal);
         dev = &nominal;
     }
-    /* this arch's row (src/common/defaults.c), else the portable one, else
-     * a tile that fits any sm_80+ at every head dim */
-    tt_config cand[3];
+    /* this arch's row for a call of more units than a wave, its row by
+     * packed rows (src/common/defaults.c), else the portable one, else a
+     * tile that fits any sm_80+ at every head dim */
+    tt_config cand[4];
     size_t n = 0;
-    if (tt__config_default_splitkv(dev->arch, rows, seqlen_k, d, &cand[n]) == 0) n++;
+    if (tt__config_default_splitkv(dev->arch, rows, seqlen_k, d, &cand[n]) == 0) {
+        const int64_t qblocks = (rows + cand[n].block_m - 1) / cand[n].block_m;
+        tt_config w;
+        if (units > 0 &&
+            tt__config_default_splitkv_wide(dev->arch, rows, d, units * qblocks, dev->sm_count, &w) == 0) {
+            cand[n + 1] = cand[n];
+            cand[n++] = w;
+        }
+        n++;
+    }
     if (tt__config_default_splitkv(0, rows, seqlen_k, d, &cand[n]) == 0) n++;
     make(&cand[n++], 16, 32, 2, 2, 0, 0);
     for (size_t i = 0; i < n; i++)
