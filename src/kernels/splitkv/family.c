@@ -118,11 +118,15 @@ void tt__splitkv_default_paged(tt_config *c, int32_t head_dim) {
      * split filling the last wave). Not for want of the page numbers: read
      * a tile ahead into shared memory they changed neither (docs/perf.md,
      * the inference grid section). At d128 the contiguous row's 128-key
-     * 4-warp tile ran pages 1.19-1.41x its contiguous time, the 64-key
-     * 2-stage tile 0.91-1.00x: a paged d128 decode keeps 64 keys (with
-     * the one key warp of 4; 8 warps split 128 keys 8 ways). */
+     * 4-warp tile ran pages 1.19-1.41x its contiguous time: a paged d128
+     * decode keeps 64 keys (with the one key warp of 4; 8 warps split 128
+     * keys 8 ways), and since the tiles are swizzled with 3 stages (two
+     * CTAs an SM): 1.01-1.10x the contiguous default at batch 1-64 and
+     * pages of 16-256 tokens, where 2 stages ran 1.00-1.14x (docs/perf.md,
+     * decode defaults by the call's units). */
     if (c->family != TT_FAMILY_SPLITKV || c->block_m > 16) return;
-    if (c->stages > 2) c->stages = 2;
+    const int deep = head_dim >= 128 && c->warps <= 4 ? 3 : 2;
+    if (c->stages > deep) c->stages = deep;
     if (head_dim >= 128 && c->block_n > 64 && c->warps <= 4) c->block_n = 64;
 }
 
