@@ -271,7 +271,9 @@ def default_config(head_dim, dtype, causal=False, seqlen_q=1024, seqlen_k=None, 
     has its own). group: query heads per K/V head (GQA); decode and chunk
     defaults pack the group's rows into one tile. batch and heads (query
     heads), with a device: the default of a call that size (a chunk that
-    fills the GPU runs a dense family on sm_90; the key has no batch)."""
+    fills the GPU runs a dense family on sm_90, and a decode call of more
+    (batch, K/V head) units than SMs the tile that fits two CTAs an SM;
+    the key has no batch)."""
     key = _key(head_dim, dtype, causal, seqlen_q, seqlen_k, group=group)
     if batch is not None or heads is not None:
         if device is None or batch is None or heads is None:
