@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import decode  # noqa: E402
-from tune import Daemon, key_args  # noqa: E402
+from tune import Daemon, fresh_db, key_args  # noqa: E402
 
 BATCHES = (1, 64)
 ROUNDS = 3
@@ -46,10 +46,7 @@ def key_of(lq, lk):
 
 def tune(build, out, run, batch, keys, cap_s):
     """{(lq, lk): winner config text} of the keys tuned at `batch`."""
-    db = os.path.join(out, f"tuned-{batch}.db")
-    for sfx in ("", "-wal", "-shm"):
-        if os.path.exists(db + sfx):
-            os.unlink(db + sfx)
+    db = fresh_db(os.path.join(out, f"tuned-{batch}.db"))
     d = Daemon(build, run, db, os.path.join(out, f"tuned-{batch}.log"),
                cache=os.environ.get("TILETUNE_CACHE_DIR"))
     won = {}
@@ -59,10 +56,7 @@ def tune(build, out, run, batch, keys, cap_s):
         t0 = time.time()
         for lq, lk in keys:
             d.call("tune", *key_of(lq, lk), "--mode", "fast", "--batch", str(batch))
-        while time.time() - t0 < cap_s:
-            if json.loads(d.call("jobs", "--json").stdout or "[]") == []:
-                break
-            time.sleep(2)
+        d.wait_idle(cap_s, t0)
         print(f"tuned at batch {batch}: {len(keys)} keys in {time.time() - t0:.0f} s", flush=True)
         for lq, lk in keys:
             r = json.loads(d.call("lookup", *key_of(lq, lk), "--json").stdout)

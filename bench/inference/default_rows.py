@@ -66,28 +66,19 @@ def row_of(d, lq, lk, g):
 
 
 def precompile(torch, grid, keys, cands):
-    """Each (config, key) kernel compiled on threads (NVRTC runs in
-    parallel; ctypes drops the GIL) on a small problem, so the timing
-    rounds find them loaded or in the cubin cache."""
-    import concurrent.futures as cf
+    """Each (config, key) kernel compiled on threads (grid.py's
+    precompile_configs), so the timing rounds find them loaded or in the
+    cubin cache."""
     import tiletune
-    jobs = []
+    pairs = []
     for (d, lq, lk, g) in keys:
         r = row_of(d, lq, lk, g)
         for c in [tiletune.default_config(d, "bf16", r["causal"], lq, lk, device=0, group=g)] + cands:
-            jobs.append((r, c))
-
-    def one(job):
-        r, c = job
-        try:
-            grid.calls(torch, r, grid.canon(c, r["head_dim"], "bf16"), 1, HEADS_Q, r["seqlen_q"], 1024, 1)[0]()
-        except Exception:  # noqa: BLE001 (the timing reports it)
-            pass
-    t0 = time.time()
-    with cf.ThreadPoolExecutor(max(1, min(16, (os.cpu_count() or 2) - 1))) as ex:
-        list(ex.map(one, jobs))
-    torch.cuda.synchronize()
-    print(f"{len(jobs)} kernels ready in {time.time() - t0:.0f} s", flush=True)
+            try:
+                pairs.append((r, grid.canon(c, d, "bf16")))
+            except Exception:  # noqa: BLE001 (the timing reports it)
+                pass
+    grid.precompile_configs(torch, pairs)
 
 
 def main():

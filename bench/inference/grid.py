@@ -48,7 +48,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-from tune import Daemon, regime  # noqa: E402
+from tune import Daemon, fresh_db, regime  # noqa: E402
 
 WITHIN = 1.15  # the target: the built-in default within 15% of tuned
 KEY_COLS = ("dtype", "head_dim", "causal", "seqlen_q", "seqlen_k", "gqa_group")
@@ -372,11 +372,15 @@ def precompile(torch, rows):
     """Compiles (or loads from the cubin cache) each config the timing will
     run, on threads (ctypes drops the GIL; NVRTC runs in parallel), on a
     small problem of the same kernel (head_dim, dtype, mask, group)."""
+    precompile_configs(torch, [(r, t) for r in rows for t in (r["default_config"], r["winner_config"])])
+
+
+def precompile_configs(torch, pairs):
+    """precompile's work for (key row, config text) pairs."""
     import concurrent.futures as cf
     jobs = {}
-    for r in rows:
-        for text in (r["default_config"], r["winner_config"]):
-            jobs[(text, r["dtype"], r["head_dim"], r["causal"], r["group"], r["regime"])] = r
+    for r, text in pairs:
+        jobs[(text, r["dtype"], r["head_dim"], r["causal"], r["group"], r["regime"])] = r
 
     def one(item):
         (text, *_), r = item
@@ -510,10 +514,7 @@ def narrow(args):
 
 
 def tune_main(args):
-    db = os.path.join(args.out, "grid.db")
-    for sfx in ("", "-wal", "-shm"):
-        if os.path.exists(db + sfx):
-            os.unlink(db + sfx)
+    db = fresh_db(os.path.join(args.out, "grid.db"))
     os.environ.setdefault("TILETUNE_LIB", os.path.join(args.build, "src/client/libtiletune.so"))
     run = tempfile.mkdtemp(prefix="tt-bench-grid.")
     cache = os.environ.get("TILETUNE_CACHE_DIR") or os.path.join(run, "cache")

@@ -107,6 +107,14 @@ class Daemon:
             time.sleep(0.1)
         return self.gpus() > 0
 
+    def wait_idle(self, cap_s, t0=None):
+        """Until no job is queued or running, at most cap_s from t0 (now)."""
+        t0 = time.time() if t0 is None else t0
+        while time.time() - t0 < cap_s:
+            if json.loads(self.call("jobs", "--json").stdout or "[]") == []:
+                return
+            time.sleep(2)
+
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=30)
@@ -126,11 +134,16 @@ def default_of(s, device_ok):
     return tiletune.default_config(*args), "portable"
 
 
-def tune_at(args, shapes, at, run):
-    db = os.path.join(args.out, f"tuned-{at}.db")
+def fresh_db(db):
+    """db's path with no database (nor its WAL files) left from a run before."""
     for sfx in ("", "-wal", "-shm"):
         if os.path.exists(db + sfx):
             os.unlink(db + sfx)
+    return db
+
+
+def tune_at(args, shapes, at, run):
+    db = fresh_db(os.path.join(args.out, f"tuned-{at}.db"))
     d = Daemon(args.build, run, db, os.path.join(args.out, f"tuned-{at}.log"))
     rows = []
     try:
@@ -141,10 +154,8 @@ def tune_at(args, shapes, at, run):
             causal = ["--causal=bottom-right"] if k[5] == 2 else []
             extra = ["--batch", at] if at != "rule" and regime(k[0], k[1]) != "prefill" else []
             d.call("tune", *key_args(k), *causal, "--mode", args.mode, *extra)
-        while have_gpu and time.time() - t0 < args.cap_s:
-            if json.loads(d.call("jobs", "--json").stdout or "[]") == []:
-                break
-            time.sleep(2)
+        if have_gpu:
+            d.wait_idle(args.cap_s, t0)
         wall = time.time() - t0
         print(f"tuned-at {at}: {len(keys)} keys, {wall:.0f} s{'' if have_gpu else ' (no GPU: nothing tuned)'}",
               flush=True)

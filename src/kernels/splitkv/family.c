@@ -90,17 +90,11 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__dev
     /* this arch's row for a call of more units than a wave, its row by
      * packed rows (src/common/defaults.c), else the portable one, else a
      * tile that fits any sm_80+ at every head dim */
-    tt_config cand[4];
+    tt_config cand[4], row;
     size_t n = 0;
-    if (tt__config_default_splitkv(dev->arch, rows, seqlen_k, d, &cand[n]) == 0) {
-        const int64_t qblocks = (rows + cand[n].block_m - 1) / cand[n].block_m;
-        tt_config w;
-        if (units > 0 &&
-            tt__config_default_splitkv_wide(dev->arch, rows, d, units * qblocks, dev->sm_count, &w) == 0) {
-            cand[n + 1] = cand[n];
-            cand[n++] = w;
-        }
-        n++;
+    if (tt__config_default_splitkv(dev->arch, rows, seqlen_k, d, &row) == 0) {
+        if (tt__config_default_splitkv_wide(dev->arch, rows, d, units, dev->sm_count, &cand[n]) == 0) n++;
+        cand[n++] = row;
     }
     if (tt__config_default_splitkv(0, rows, seqlen_k, d, &cand[n]) == 0) n++;
     make(&cand[n++], 16, 32, 2, 2, 0, 0);
