@@ -286,9 +286,10 @@ __device__ __forceinline__ float ld_cg(const float *a) {
  * of the splits' LSEs, O = sum of exp(lse_s - LSE) O_s. Every lane holds the
  * LSEs of splits lane, lane + 32, ..., so the weights need no memory round
  * trip per split. O is read as float4 columns (lane l: columns 4l..4l+3,
- * and 4l+128.. at head_dim 256) eight splits at a time, all eight loads
- * issued before the first is used: a merge of 32 splits is four round
- * trips to L2 rather than one per split and column (an earlier loop, a
+ * and 4l+128.. at head_dim 256) U splits at a time, all U loads issued
+ * before the first is used, the first U with the LSEs: a merge of 32
+ * splits is two round trips to L2 rather than one per split and column
+ * (an earlier loop, a
  * scalar load per column, unrolled 4 with a skip per split, cost ~5 us per
  * fused merge of 32 splits at batch 1). Splits that saw no key (LSE -inf)
  * weigh 0 (their partial O is 0). A row with no key at all gets O = 0 and
@@ -298,14 +299,39 @@ __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row,
     const float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
     const i64 nrows = (i64)p.tokens * p.heads_q;
     constexpr int KS = (TT_SPLITKV_MAX_SPLITS + 31) / 32;
+    constexpr int C4 = D / 4;           /* float4 columns of a row */
+    constexpr int PER = (C4 + 31) / 32; /* float4 columns a lane */
+    /* splits whose O loads are in flight together: 16 float4 a lane (64
+     * registers) where a lane holds one column, 8 at head_dim 256 */
+    constexpr int U = PER == 1 ? 16 : 8;
+    static_assert(32 % U == 0, "a batch of splits within one w[k]");
+    float4 x[U][PER];
+    auto issue = [&](int s0) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int s = min(s0 + u, nsplit - 1); /* past the end: a valid row, weight 0 */
+            const float4 *src = (const float4 *)(p.o_part + (s * nrows + row) * D);
+#pragma unroll
+            for (int e = 0; e < PER; ++e)
+                if (lane + 32 * e < C4) asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];\n"
+                                                     : "=f"(x[u][e].x), "=f"(x[u][e].y), "=f"(x[u][e].z), "=f"(x[u][e].w)
+                                                     : "l"(src + lane + 32 * e));
+        }
+    };
     float w[KS];
-    float mx = neg_inf();
 #pragma unroll
     for (int k = 0; k < KS; ++k) {
         const int s = lane + 32 * k;
         w[k] = s < nsplit ? ld_cg(p.lse_part + s * nrows + row) : neg_inf();
-        mx = fmaxf(mx, w[k]);
     }
+    /* The first splits' O in flight with the LSEs: the weights wait for the
+     * LSEs only, so a merge of up to 16 splits is one round trip to L2 (the
+     * LSEs first, then eight O a trip: five for 32 splits, the tail of a
+     * 4k-key decode at batch 1). */
+    issue(0);
+    float mx = neg_inf();
+#pragma unroll
+    for (int k = 0; k < KS; ++k) mx = fmaxf(mx, w[k]);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     float sum = 0.f;
@@ -318,34 +344,23 @@ __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row,
 #pragma unroll
     for (int k = 0; k < KS; ++k) w[k] = (empty || w[k] == neg_inf()) ? 0.f : ex2((w[k] - lse) * LOG2E);
 
-    constexpr int C4 = D / 4;                 /* float4 columns of a row */
-    constexpr int PER = (C4 + 31) / 32;       /* float4 columns a lane */
-    constexpr int U = 8;                      /* splits whose loads are in flight together */
     float4 o[PER];
 #pragma unroll
     for (int e = 0; e < PER; ++e) o[e] = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int s0 = 0; s0 < nsplit; s0 += U) {
-        float4 x[U][PER];
+        if (s0 > 0) issue(s0);
+        /* the weights of splits s0.. sit in lanes s0 % 32.. of w[0]: past
+         * each 32 splits the array moves down one (U divides 32, so a
+         * batch never straddles two; a select of w[s0 / 32] became an
+         * indexed load, and w went to the stack) */
+        if (s0 > 0 && (s0 & 31) == 0) {
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int s = min(s0 + u, nsplit - 1); /* past the end: a valid row, weight 0 */
-            const float4 *src = (const float4 *)(p.o_part + (s * nrows + row) * D);
-#pragma unroll
-            for (int e = 0; e < PER; ++e)
-                if (lane + 32 * e < C4) asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];\n"
-                                                     : "=f"(x[u][e].x), "=f"(x[u][e].y), "=f"(x[u][e].z), "=f"(x[u][e].w)
-                                                     : "l"(src + lane + 32 * e));
+            for (int k = 0; k + 1 < KS; ++k) w[k] = w[k + 1];
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int s = s0 + u;
-            /* the weight of split s sits in lane s % 32 of w[s / 32] */
-            float ws = 0.f;
-#pragma unroll
-            for (int k = 0; k < KS; ++k) {
-                const float v = __shfl_sync(0xffffffffu, w[k], s & 31);
-                if (k == (s >> 5)) ws = v;
-            }
+            float ws = __shfl_sync(0xffffffffu, w[0], s & 31);
             if (s >= nsplit) ws = 0.f;
 #pragma unroll
             for (int e = 0; e < PER; ++e)
@@ -457,8 +472,11 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
     const int Lk = sq.Lk;
     /* Tile j of keys into ring slot `slot`: each thread copies one chunk
      * column of every RSTEP-th row; a paged row looks its page up once for
-     * both K and V. */
-    auto load_kv = [&](int slot, int j) {
+     * both K and V. The main loop's copy is unrolled whole (rolled, batch 16
+     * over 32k keys ran 1.5% slower on the H200); the
+     * prologue's is a loop, and so is the prologue itself: code a CTA runs
+     * once is code it fetches cold (below). */
+    auto load_kv = [&](int slot, int j, bool whole) {
         const int r0 = tid / CPR, c = tid % CPR;
         const u32 dk = sKV + 2 * slot * T_BYTES, o0 = soff(r0, c);
         /* each pass's rows share the swizzle when a pass is whole 8-row groups */
@@ -476,8 +494,7 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
 #else
         constexpr int PG = MT > 1 ? 1 : IT > 8 ? 2 : IT < 4 ? IT : 4;
 #endif
-#pragma unroll
-        for (int i0 = 0; i0 < IT; i0 += PG) {
+        auto rows = [&](int i0) {
             int pg[PG];
             if (paged) {
 #pragma unroll
@@ -504,11 +521,26 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
                 cp_async16(dk + o, ok ? kb + ko + c * 8 : kb, ok);
                 cp_async16(dk + T_BYTES + o, ok ? vb + vo + c * 8 : vb, ok);
             }
+        };
+        /* a literal at each call site: the other branch folds away */
+        if (whole) {
+#pragma unroll
+            for (int i0 = 0; i0 < IT; i0 += PG) rows(i0);
+        } else {
+#pragma unroll 1
+            for (int i0 = 0; i0 < IT; i0 += PG) rows(i0);
         }
     };
-#pragma unroll
+    /* The prologue's tiles, a loop over one rolled copy: a decode split of
+     * one or two tiles runs only this, and once. Unrolled (two copies of
+     * the copy, each unrolled), the 16x128 decode program was 124 KB of
+     * code, most of it run once per CTA and fetched cold; with other
+     * kernels between calls (a model step) half its warps' cycles were
+     * instruction-fetch stalls (ncu, B1 4k keys: 18.9 us against 12.4 with
+     * these loops rolled and the merges' below). */
+#pragma unroll 1
     for (int i = 0; i < ST - 1; ++i) {
-        if (t_begin + i < t_end) load_kv(i, t_begin + i);
+        if (t_begin + i < t_end) load_kv(i, t_begin + i, false);
         cp_commit(); /* empty groups keep the wait counts uniform */
     }
 
@@ -558,7 +590,7 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
         const int jj = j - t_begin;
         cp_wait<ST - 2>(); /* tile j landed */
         __syncthreads();   /* and every warp is done with the slot refilled next */
-        if (j + ST - 1 < t_end) load_kv((jj + ST - 1) % ST, j + ST - 1);
+        if (j + ST - 1 < t_end) load_kv((jj + ST - 1) % ST, j + ST - 1, true);
         cp_commit();
         const u32 cK = sKV + 2 * (jj % ST) * T_BYTES + wk * WN * ROW_BYTES, cV = cK + T_BYTES;
         /* Warps whose rows are all past this sequence's (a short sequence
@@ -707,7 +739,7 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
     /* All stats are read before any warp overwrites the tile it shares
      * with them (sO does not overlap sm_m / sm_l, the barrier orders the
      * adds). */
-#pragma unroll
+#pragma unroll 1
     for (int w = 0; w < WK; ++w) {
         if (wk == w) {
 #pragma unroll
