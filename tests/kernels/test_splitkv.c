@@ -73,6 +73,22 @@ TEST(shared_memory_is_the_larger_of_tiles_and_merge) {
     ASSERT_EQ(tt__config_smem_bytes(&c, 128), 4LL * 128 * 136 + 8LL * 128 * 2);
 }
 
+/* A split of fewer tiles than the ring's stages never fills the other
+ * slots, so its launch asks for those it fills: the 4k-key decode split
+ * 32 ways fits three CTAs an SM instead of one. */
+TEST(a_short_split_launches_with_the_slots_it_fills) {
+    tt_config c = skv(16, 128, 4, 3, 1, 16);
+    ASSERT_EQ(tt__splitkv_ring_smem(&c, 128, 1), 2LL * 128 * (16 + 2 * 128));
+    ASSERT_EQ(tt__splitkv_ring_smem(&c, 128, 2), 2LL * 128 * (16 + 4 * 128));
+    ASSERT_EQ(tt__splitkv_ring_smem(&c, 128, 3), tt__config_smem_bytes(&c, 128));
+    ASSERT_EQ(tt__splitkv_ring_smem(&c, 128, 40), tt__config_smem_bytes(&c, 128));
+    /* unknown (0): every stage */
+    ASSERT_EQ(tt__splitkv_ring_smem(&c, 128, 0), tt__config_smem_bytes(&c, 128));
+    /* never under the fp32 merge tile the CTA ends with */
+    c = skv(64, 32, 4, 3, 0, 8); /* one tile: 32 KB of rows, 35 KB of merge */
+    ASSERT_EQ(tt__splitkv_ring_smem(&c, 128, 1), 4LL * 64 * 136 + 8LL * 64 * 2);
+}
+
 /* The tiles' layout: every chunk of a row once, inside the row; the 8
  * rows an ldmatrix phase reads at one chunk in 8 distinct bank groups; a
  * row's 128-byte global lines whole in 128-byte shared segments (what the

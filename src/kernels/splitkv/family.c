@@ -26,6 +26,11 @@ static int64_t smem_bytes(const tt_config *c, int32_t d) {
                                  (int64_t)c->warps);
 }
 
+int64_t tt__splitkv_ring_smem(const tt_config *c, int32_t d, int64_t tiles_per_split) {
+    const int64_t st = tiles_per_split >= 1 && tiles_per_split < c->stages ? tiles_per_split : c->stages;
+    return TT_SPLITKV_SMEM_BYTES((int64_t)c->block_m, (int64_t)c->block_n, (int64_t)d, st, (int64_t)c->warps);
+}
+
 static int check(const tt_config *c, int32_t d, char *err, size_t errlen) {
     if (!tt__splitkv_head_dim_ok(d))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,

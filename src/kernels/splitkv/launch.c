@@ -139,6 +139,17 @@ static void balance_read(void) {
  * sequence is one query block, a planner on the device where some are
  * several; TILETUNE_SPLITKV_VARLEN=host keeps the host's wave share of
  * its estimate, every sequence counted as one query block (A/B). */
+/* A CTA's ring holds at most the tiles its split takes: a split of one
+ * or two tiles launches with that many slots' shared memory, not the
+ * config's stages (a 4k-key decode split 32 ways on 16x128 s3 d128 tiles:
+ * 70 KB a CTA, three an SM, one wave of 256 CTAs rather than two at
+ * 200 KB). TILETUNE_SPLITKV_TRIM=0 launches every stage's (A/B). */
+static pthread_once_t trim_once = PTHREAD_ONCE_INIT;
+static int trim_smem = 1;
+static void trim_read(void) {
+    const char *e = getenv("TILETUNE_SPLITKV_TRIM");
+    trim_smem = !(e && strcmp(e, "0") == 0);
+}
 static pthread_once_t varlen_once = PTHREAD_ONCE_INIT;
 static int varlen_device = 1;
 static void varlen_read(void) {
@@ -158,6 +169,7 @@ typedef struct plan {
     size_t parts;     /* o_part, then lse_part at lse_off */
     size_t lse_off;   /* bytes from o_part to lse_part */
     size_t slot_off;  /* split_slots > 0: bytes from o_part to split_tiles_out */
+    unsigned smem;    /* dynamic shared memory of the main kernel's launch */
 } plan;
 
 /* The split and the workspace of `p` (all else filled) with loaded `k`;
@@ -229,6 +241,15 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
         return tt__fail(TT_ERR_RANGE, err, errlen, "%lld query blocks x %d splits are over the grid's limit",
                         (long long)qblocks, splits);
     pl->p.splits = splits;
+    pl->smem = (unsigned)k->smem;
+    pthread_once(&trim_once, trim_read);
+    if (trim_smem && bal_ctas == 0 && pl->p.split_slots == 0) {
+        /* the most tiles any CTA's split takes: the host's fixed count, or
+         * the device's ceil(tiles / splits) of a sequence, whose tiles are
+         * never more than max_tiles (lengths are clamped to the maxima) */
+        const int64_t tps = pl->p.split_tiles > 0 ? pl->p.split_tiles : (max_tiles + splits - 1) / splits;
+        pl->smem = (unsigned)tt__splitkv_ring_smem(c, k->variant.head_dim, tps);
+    }
     pl->gx = bal_ctas > 0 ? (unsigned)bal_ctas : (unsigned)(qblocks * splits);
     pl->gy = bal_ctas > 0 ? 1u : (unsigned)p->heads_kv;
     pl->gz = bal_ctas > 0 ? 1u : (unsigned)p->batch;
@@ -266,8 +287,8 @@ static int launch_locked(const tt__cuda *cu, plan *pl, CUstream stream, char *er
         if ((r = cu->LaunchKernel(pl->k->fn2, 1, 1, 1, 128, 1, 1, 0, stream, qp, NULL)))
             return tt__cuda_fail(cu, r, "cuLaunchKernel(varlen planner)", err, errlen);
     }
-    r = cu->LaunchKernel(pl->k->fn, pl->gx, pl->gy, pl->gz, (unsigned)pl->k->threads, 1, 1,
-                         (unsigned)pl->k->smem, stream, params, NULL);
+    r = cu->LaunchKernel(pl->k->fn, pl->gx, pl->gy, pl->gz, (unsigned)pl->k->threads, 1, 1, pl->smem, stream,
+                         params, NULL);
     if (r) return tt__cuda_fail(cu, r, "cuLaunchKernel", err, errlen);
     if (pl->p.splits > 1 && !pl->p.counters) {
         const int64_t rows = (int64_t)pl->p.tokens * pl->p.heads_q;

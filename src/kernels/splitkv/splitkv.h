@@ -40,6 +40,12 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t head_dim, const 
  * variant one SM holds. */
 int tt__splitkv_splits(const tt_config *c, int sm_count, int fit, int64_t ctas, int64_t max_tiles);
 
+/* The dynamic shared memory a CTA needs when its split takes at most
+ * `tiles_per_split` key tiles: the ring's slots past that many are never
+ * filled, so a split of fewer tiles than the config's stages needs fewer
+ * (never under the merge's tile). */
+int64_t tt__splitkv_ring_smem(const tt_config *c, int32_t head_dim, int64_t tiles_per_split);
+
 /* The balanced grid (splitkv/params.h) for `units` (sequence, KV head)
  * pairs of `tiles` key tiles each, one query block a sequence: *ctas CTAs,
  * one full wave of the same per-SM target as tt__splitkv_splits; returns
