@@ -150,7 +150,12 @@ static const struct splitkv_row splitkv_portable[] = {
 static const struct splitkv_row splitkv_sm90[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
     {16, 32, 16, 64, 4, 4, 1, 0},
-    {16, 64, 16, 128, 4, 4, 1, 0},
+    /* d64: 3 stages at any batch, as the wide table's row. With 4 (one
+     * CTA an SM) the row ran 1.14-1.27x the best over 32k keys at the
+     * tune's small batches (18 keys, geomean 1.20; 3 stages: worst 1.031)
+     * and up to 1.28x over 1k-16k keys (3 stages: 1.089; docs/perf.md,
+     * decode defaults by the call's units and the code a CTA runs once). */
+    {16, 64, 16, 128, 4, 3, 1, 0},
     /* d128: the 128-key row holds up to 8 packed rows; 9-16 (2 tokens of
      * group 8, 4 of group 4, 16 of group 1) take 64-key tiles: 1.00-1.02x
      * the best of the candidates at 8 of the 9 such keys of the inference

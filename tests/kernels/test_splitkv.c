@@ -649,13 +649,14 @@ TEST(decode_default_follows_the_units) {
     IS(default_at(90, 128, 1, 4096, 8, 33, 32), 128, 3); /* 132: one wave exactly */
     IS(default_at(90, 128, 1, 4096, 8, 34, 32), 64, 3);  /* 136 */
     IS(default_at(90, 128, 1, 4096, 4, 0, 0), 128, 3);   /* unknown: the key's row */
-    IS(default_at(90, 64, 1, 4096, 4, 8, 32), 128, 4);
+    /* d64: 3 stages at any batch */
+    IS(default_at(90, 64, 1, 4096, 4, 8, 32), 128, 3);
     IS(default_at(90, 64, 1, 4096, 4, 66, 32), 128, 3);
     /* 9-16 packed rows at d128: 64-key tiles at any batch; 8 rows keep 128 */
     IS(default_at(90, 128, 2, 4096, 8, 1, 32), 64, 3);
     IS(default_at(90, 128, 16, 16384, 1, 1, 32), 64, 3);
     IS(default_at(90, 128, 8, 4096, 1, 1, 32), 128, 3);
-    IS(default_at(90, 64, 2, 4096, 8, 1, 32), 128, 4);
+    IS(default_at(90, 64, 2, 4096, 8, 1, 32), 128, 3);
     /* the 32-row class and other archs keep their rows */
     tt_config c = default_at(90, 128, 8, 4096, 4, 66, 32);
     ASSERT_EQ(c.block_m, 32);
