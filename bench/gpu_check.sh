@@ -9,6 +9,8 @@
 #   STEPS="inference balance" bash bench/gpu_check.sh   # the balanced grid: tests, A/B
 #   STEPS=stream bash bench/gpu_check.sh   # the KV copy paths' ceiling (bench/dev/kv_stream.cu)
 #   STEPS=l2 bash bench/gpu_check.sh       # ncu: L2 sectors the decode kernel asks for, against cuDNN's
+#   STEPS=instep bash bench/gpu_check.sh   # decode after a 64 MB projection (code and weights cold)
+#   STEPS=trim bash bench/gpu_check.sh     # short splits' shared memory trimmed to their tiles, A/B
 #   STEPS=cross bash bench/gpu_check.sh    # decode keys tuned at batch 1 and 64, each winner at both
 #   STEPS=rows ROWS_KEYS=128:2:4096:8 ROWS_CONFIGS="block_m=16,..." bash bench/gpu_check.sh  # default rows
 #
@@ -124,6 +126,28 @@ if has balance; then
   done
   sort -s -k2,3 "$out/balance-ab.txt" | cut -c1-160
   say "balanced grid A/B"
+fi
+if has trim; then
+  # launches with the ring's slots a split fills (TILETUNE_SPLITKV_TRIM)
+  # against every stage's shared memory, the same build, alternating
+  # processes, on short caches where a split is one or two tiles
+  shapes=${TRIM_SHAPES:-1:1024,1:2048,1:4096,1:8192,4:4096}
+  cfgs=${TRIM_CONFIGS:-"default;family=splitkv,block_m=16,block_n=128,warps=4,stages=3,layout=pad,q_in_regs=1,split_ctas=16;family=splitkv,block_m=16,block_n=128,warps=4,stages=3,layout=pad,q_in_regs=1,split_ctas=8;family=splitkv,block_m=16,block_n=64,warps=4,stages=3,layout=pad,q_in_regs=1,split_ctas=16"}
+  for r in 1 2; do
+    TILETUNE_SPLITKV_TRIM=0 timeout 90 python3 bench/inference/compare.py --tag full --torch --shapes "$shapes" \
+      --configs "$cfgs" >>"$out/trim-ab.txt" 2>&1
+    TILETUNE_SPLITKV_TRIM=1 timeout 90 python3 bench/inference/compare.py --tag trim --torch --shapes "$shapes" \
+      --configs "$cfgs" >>"$out/trim-ab.txt" 2>&1
+  done
+  sort -s -k2,3 "$out/trim-ab.txt" | cut -c1-170
+  say "ring trim A/B"
+fi
+if has instep; then
+  # decode inside a model step: each call after a projection that streams
+  # 64 MB of weights through L2 (bench/inference/in_step.py)
+  timeout "${INSTEP_S:-150}" python3 bench/inference/in_step.py ${INSTEP_ARGS:-} >"$out/in-step.txt" 2>&1
+  echo "in-step: rc=$?"; cat "$out/in-step.txt"
+  say "decode in a model step"
 fi
 # bench/dev/kv_stream.cu, built once for the steps that run it (and again
 # when the source is newer than the build folder's binary)
