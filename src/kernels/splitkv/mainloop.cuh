@@ -537,7 +537,9 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
      * code, most of it run once per CTA and fetched cold; with other
      * kernels between calls (a model step) half its warps' cycles were
      * instruction-fetch stalls (ncu, B1 4k keys: 18.9 us against 12.4 with
-     * these loops rolled and the merges' below). */
+     * these loops rolled and the merges' below). Not free: the d64 16x128
+     * w4 s4 program lost 15% in steady state, 9 points of it with this
+     * loop (ptxas' main loop, not the prologue's work; docs/perf.md). */
 #pragma unroll 1
     for (int i = 0; i < ST - 1; ++i) {
         if (t_begin + i < t_end) load_kv(i, t_begin + i, false);
