@@ -149,7 +149,11 @@ static const struct splitkv_row splitkv_portable[] = {
 };
 static const struct splitkv_row splitkv_sm90[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
-    {16, 32, 16, 64, 4, 4, 1, 0},
+    /* d32 as d64: the 128-key 3-stage tile was the fastest of four at
+     * one token of group 4 over 32k keys at batches 8 and 64, before and
+     * after the rolled prologue; the 64-key 4-stage row ran 1.01-1.05x
+     * (docs/perf.md, the code a CTA runs once). */
+    {16, 32, 16, 128, 4, 3, 1, 0},
     /* d64: 3 stages at any batch, as the wide table's row. With 4 (one
      * CTA an SM) the row ran 1.14-1.27x the best over 32k keys at the
      * tune's small batches (18 keys, geomean 1.20; 3 stages: worst 1.031)

@@ -649,7 +649,9 @@ TEST(decode_default_follows_the_units) {
     IS(default_at(90, 128, 1, 4096, 8, 33, 32), 128, 3); /* 132: one wave exactly */
     IS(default_at(90, 128, 1, 4096, 8, 34, 32), 64, 3);  /* 136 */
     IS(default_at(90, 128, 1, 4096, 4, 0, 0), 128, 3);   /* unknown: the key's row */
-    /* d64: 3 stages at any batch */
+    /* d32 and d64: the 128-key tile, 3 stages, at any batch */
+    IS(default_at(90, 32, 1, 32768, 4, 8, 32), 128, 3);
+    IS(default_at(90, 32, 1, 32768, 4, 64, 32), 128, 3);
     IS(default_at(90, 64, 1, 4096, 4, 8, 32), 128, 3);
     IS(default_at(90, 64, 1, 4096, 4, 66, 32), 128, 3);
     /* 9-16 packed rows at d128: 64-key tiles at any batch; 8 rows keep 128 */
