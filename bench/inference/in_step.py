@@ -73,15 +73,13 @@ def main():
             for name, fns in backends:
                 t = decode.safe(decode.graph_time, step_fns(fns, xs, ws), 7, 32)
                 res[name].append((t, base))
+        attn = {}
         for name, _ in backends:
-            d = sorted(t - b for t, b in res[name])
-            t, b = sorted(res[name])[len(res[name]) // 2]
-            print(f"B{B} Lk{Lk} {name}: step {t:.4f} projection {b:.4f} attention {d[len(d) // 2]:.4f} ms",
-                  flush=True)
-        auto = sorted(t - b for t, b in res["torch-auto"])[a.rounds // 2]
-        dflt = sorted(t - b for t, b in res["tt-default"])[a.rounds // 2]
-        print(f"B{B} Lk{Lk}: torch auto / tiletune default in a step {auto / dflt:.3f}x (above 1: tiletune faster)",
-              flush=True)
+            attn[name] = sorted(t - b for t, b in res[name])[a.rounds // 2]
+            t, b = sorted(res[name])[a.rounds // 2]
+            print(f"B{B} Lk{Lk} {name}: step {t:.4f} projection {b:.4f} attention {attn[name]:.4f} ms", flush=True)
+        print(f"B{B} Lk{Lk}: torch auto / tiletune default in a step "
+              f"{attn['torch-auto'] / attn['tt-default']:.3f}x (above 1: tiletune faster)", flush=True)
         del sets, xs
         torch.cuda.empty_cache()
 

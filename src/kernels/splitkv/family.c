@@ -21,15 +21,13 @@ extern const unsigned long tt_splitkv_params_header_len;
 
 int tt__splitkv_head_dim_ok(int64_t d) { return d == 32 || d == 64 || d == 128 || d == 256; }
 
-static int64_t smem_bytes(const tt_config *c, int32_t d) {
-    return TT_SPLITKV_SMEM_BYTES((int64_t)c->block_m, (int64_t)c->block_n, (int64_t)d, (int64_t)c->stages,
-                                 (int64_t)c->warps);
-}
-
 int64_t tt__splitkv_ring_smem(const tt_config *c, int32_t d, int64_t tiles_per_split) {
     const int64_t st = tiles_per_split >= 1 && tiles_per_split < c->stages ? tiles_per_split : c->stages;
     return TT_SPLITKV_SMEM_BYTES((int64_t)c->block_m, (int64_t)c->block_n, (int64_t)d, st, (int64_t)c->warps);
 }
+
+/* every stage's: the variant's own size */
+static int64_t smem_bytes(const tt_config *c, int32_t d) { return tt__splitkv_ring_smem(c, d, 0); }
 
 static int check(const tt_config *c, int32_t d, char *err, size_t errlen) {
     if (!tt__splitkv_head_dim_ok(d))

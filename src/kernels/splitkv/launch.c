@@ -117,44 +117,32 @@ static int ws_get_locked(const tt__cuda *cu, CUcontext ctx, CUstream stream, siz
     return 0;
 }
 
-/* The merge runs inside the main kernel (its last split) unless
- * TILETUNE_SPLITKV_FUSED=0 asks for the separate combine kernel (A/B). */
-static pthread_once_t fused_once = PTHREAD_ONCE_INIT;
-static int fused_merge = 1;
-static void fused_read(void) {
-    const char *e = getenv("TILETUNE_SPLITKV_FUSED");
-    fused_merge = !(e && strcmp(e, "0") == 0);
+/* The launch's A/B switches, read from the environment once:
+ * - TILETUNE_SPLITKV_FUSED=0: the separate combine kernel instead of the
+ *   merge inside the main kernel (its last split).
+ * - TILETUNE_SPLITKV_BALANCE=1: the balanced grid (splitkv/params.h);
+ *   correct on the H200 but not faster (within 2% at batch 8-64,
+ *   1.07-1.45x slower at batch 1; docs/perf.md), so splits of whole units
+ *   stay the default.
+ * - TILETUNE_SPLITKV_VARLEN=host: varlen splits from the host's wave share
+ *   of its estimate, every sequence counted as one query block, instead of
+ *   the batch's work (the one-wave rule where every sequence is one query
+ *   block, a planner on the device where some are several).
+ * - TILETUNE_SPLITKV_TRIM=0: every stage's shared memory for a split of
+ *   fewer tiles than the ring holds, instead of the slots it fills (one
+ *   wave where two were, as a 4k-key decode split 32 ways on 16x128 s3
+ *   d128 tiles: 70 KB a CTA, not 200; neutral on the H200, docs/perf.md). */
+static pthread_once_t switches_once = PTHREAD_ONCE_INIT;
+static int fused_merge = 1, balance_grid = 0, varlen_device = 1, trim_smem = 1;
+static int env_is(const char *name, const char *value) {
+    const char *e = getenv(name);
+    return e && strcmp(e, value) == 0;
 }
-/* The balanced grid (splitkv/params.h) only where TILETUNE_SPLITKV_BALANCE=1
- * asks for it: correct on the H200 but not faster (within 2% at batch
- * 8-64, 1.07-1.45x slower at batch 1; docs/perf.md), so splits of whole
- * units stay the default. */
-static pthread_once_t balance_once = PTHREAD_ONCE_INIT;
-static int balance_grid = 0;
-static void balance_read(void) {
-    const char *e = getenv("TILETUNE_SPLITKV_BALANCE");
-    balance_grid = e && strcmp(e, "1") == 0;
-}
-/* Varlen splits from the batch's work: the one-wave rule where every
- * sequence is one query block, a planner on the device where some are
- * several; TILETUNE_SPLITKV_VARLEN=host keeps the host's wave share of
- * its estimate, every sequence counted as one query block (A/B). */
-/* A CTA's ring holds at most the tiles its split takes: a split of one
- * or two tiles launches with that many slots' shared memory, not the
- * config's stages (a 4k-key decode split 32 ways on 16x128 s3 d128 tiles:
- * 70 KB a CTA, three an SM, one wave of 256 CTAs rather than two at
- * 200 KB). TILETUNE_SPLITKV_TRIM=0 launches every stage's (A/B). */
-static pthread_once_t trim_once = PTHREAD_ONCE_INIT;
-static int trim_smem = 1;
-static void trim_read(void) {
-    const char *e = getenv("TILETUNE_SPLITKV_TRIM");
-    trim_smem = !(e && strcmp(e, "0") == 0);
-}
-static pthread_once_t varlen_once = PTHREAD_ONCE_INIT;
-static int varlen_device = 1;
-static void varlen_read(void) {
-    const char *e = getenv("TILETUNE_SPLITKV_VARLEN");
-    varlen_device = !(e && strcmp(e, "host") == 0);
+static void switches_read(void) {
+    fused_merge = !env_is("TILETUNE_SPLITKV_FUSED", "0");
+    balance_grid = env_is("TILETUNE_SPLITKV_BALANCE", "1");
+    varlen_device = !env_is("TILETUNE_SPLITKV_VARLEN", "host");
+    trim_smem = !env_is("TILETUNE_SPLITKV_TRIM", "0");
 }
 
 /* ---- the launch ------------------------------------------------------------------ */
@@ -184,7 +172,7 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
     const int64_t max_tiles = ((int64_t)p->seqlen_k + c->block_n - 1) / c->block_n;
     int splits;
     const int fit = ctas_per_sm(k);
-    pthread_once(&balance_once, balance_read);
+    pthread_once(&switches_once, switches_read);
     /* One query block a sequence, the same keys for all (a KV cache's
      * per-sequence lengths only shorten some units: their CTAs skip the
      * tiles past the end): the balanced grid, when it is one. */
@@ -211,7 +199,6 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
             /* varlen: the host knows the batch's keys, not each sequence's;
              * one tiles-per-split for all gives each its share of the
              * splits (each sequence counted as one query block of tiles) */
-            pthread_once(&varlen_once, varlen_read);
             if (qblocks == 1 && varlen_device) {
                 /* every sequence one query block: the fewest tiles a split
                  * that keep the CTAs to one wave (a wave's share made 144
@@ -242,7 +229,6 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
                         (long long)qblocks, splits);
     pl->p.splits = splits;
     pl->smem = (unsigned)k->smem;
-    pthread_once(&trim_once, trim_read);
     if (trim_smem && bal_ctas == 0 && pl->p.split_slots == 0) {
         /* the most tiles any CTA's split takes: the host's fixed count, or
          * the device's ceil(tiles / splits) of a sequence, whose tiles are
@@ -256,7 +242,6 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
     pl->p.qblocks = (int)qblocks;
     if (splits > 1) {
         const size_t rows = (size_t)splits * (size_t)p->tokens * (size_t)p->heads_q;
-        pthread_once(&fused_once, fused_read);
         /* The last split merges its rows with its own warps: right for a
          * few rows (decode: one or two a warp saved the second launch, 3-9%
          * on the H200); for 32-64 rows the one CTA's serial merge cost up

@@ -289,9 +289,8 @@ __device__ __forceinline__ float ld_cg(const float *a) {
  * and 4l+128.. at head_dim 256) U splits at a time, all U loads issued
  * before the first is used, the first U with the LSEs: a merge of 32
  * splits is two round trips to L2 rather than one per split and column
- * (an earlier loop, a
- * scalar load per column, unrolled 4 with a skip per split, cost ~5 us per
- * fused merge of 32 splits at batch 1). Splits that saw no key (LSE -inf)
+ * (an earlier loop, a scalar load per column, unrolled 4 with a skip per
+ * split, cost ~5 us per fused merge of 32 splits at batch 1). Splits that saw no key (LSE -inf)
  * weigh 0 (their partial O is 0). A row with no key at all gets O = 0 and
  * LSE = p.lse_empty, as the single-split path. */
 __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row, int b, int i, int h, int lane,
@@ -324,10 +323,9 @@ __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row,
         const int s = lane + 32 * k;
         w[k] = s < nsplit ? ld_cg(p.lse_part + s * nrows + row) : neg_inf();
     }
-    /* The first splits' O in flight with the LSEs: the weights wait for the
-     * LSEs only, so a merge of up to 16 splits is one round trip to L2 (the
-     * LSEs first, then eight O a trip: five for 32 splits, the tail of a
-     * 4k-key decode at batch 1). */
+    /* The first U splits' O in flight with the LSEs: the weights wait for
+     * the LSEs only (measured neutral on the H200 against LSEs first, then
+     * eight O a trip). */
     issue(0);
     float mx = neg_inf();
 #pragma unroll
@@ -473,9 +471,9 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
     /* Tile j of keys into ring slot `slot`: each thread copies one chunk
      * column of every RSTEP-th row; a paged row looks its page up once for
      * both K and V. The main loop's copy is unrolled whole (rolled, batch 16
-     * over 32k keys ran 1.5% slower on the H200); the
-     * prologue's is a loop, and so is the prologue itself: code a CTA runs
-     * once is code it fetches cold (below). */
+     * over 32k keys ran 1.5% slower on the H200); the prologue's is a
+     * loop, and so is the prologue itself: code a CTA runs once is code it
+     * fetches cold (below). */
     auto load_kv = [&](int slot, int j, bool whole) {
         const int r0 = tid / CPR, c = tid % CPR;
         const u32 dk = sKV + 2 * slot * T_BYTES, o0 = soff(r0, c);
