@@ -22,6 +22,7 @@
 #include "kernels/family.h"
 #include "kernels/launch.h"
 #include "kernels/splitkv/params.h"
+#include "kernels/splitkv/splitkv.h"
 #include "tiletune.h"
 
 #define ROUNDS 31
@@ -125,10 +126,17 @@ static void empty8_launch(void *p) {
 }
 static void kernel_launch(void *p) {
     bench *b = p;
-    b->cu->CtxPushCurrent(b->ctx);
     tt__kernel_launch(b->k, &b->t.params, b->s, b->err, sizeof b->err);
-    CUcontext c;
-    b->cu->CtxPopCurrent(&c);
+}
+/* The driver's part of the family's launch: its own kernel, unsplit (no
+ * workspace), parameters made once: what is left of the family's launch
+ * above this is the plan and the workspace. */
+static tt_splitkv_params unsplit;
+static void unsplit_launch(void *p) {
+    bench *b = p;
+    void *params[1] = {&unsplit};
+    b->cu->LaunchKernel(b->k->fn, 1, (unsigned)unsplit.heads_kv, (unsigned)unsplit.batch,
+                        (unsigned)b->k->threads, 1, 1, (unsigned)b->k->smem, b->s, params, NULL);
 }
 
 int main(int argc, char **argv) {
@@ -216,6 +224,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", b.err);
         return 1;
     }
+    if (tt__splitkv_params_dense(&b.t.params, &unsplit, b.err, sizeof b.err) < 0) {
+        fprintf(stderr, "%s\n", b.err);
+        return 1;
+    }
+    unsplit.splits = 1;
+    unsplit.qblocks = 1; /* 4 packed rows, one 16-row block */
     /* PTX the driver compiles at load: no NVRTC needed for an empty body */
     char ptx[512];
     snprintf(ptx, sizeof ptx,
@@ -243,6 +257,7 @@ int main(int argc, char **argv) {
                  {"  tt__variant_check", variant_check},
                  {"  tt__kernel_get (cached)", kernel_get},
                  {"  the family's launch (plan, workspace, cuLaunchKernel)", kernel_launch},
+                 {"  cuLaunchKernel alone: the family's kernel, unsplit", unsplit_launch},
                  {"cuLaunchKernel alone: an empty kernel, the same parameter bytes", empty_launch},
                  {"cuLaunchKernel alone: an empty kernel, 8 parameter bytes", empty8_launch}};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)

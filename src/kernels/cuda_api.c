@@ -146,6 +146,21 @@ int tt__cuda_fail(const tt__cuda *cu, CUresult r, const char *where, char *err, 
     return tt__fail(code, err, errlen, "%s: %s (%s)", where, name ? name : "CUDA error", text ? text : "?");
 }
 
+int tt__ctx_enter(const tt__cuda *cu, CUcontext ctx, int *pushed, char *err, size_t errlen) {
+    CUcontext cur = NULL;
+    *pushed = 0;
+    if (cu->CtxGetCurrent(&cur) == CUDA_SUCCESS && cur == ctx) return 0;
+    CUresult r = cu->CtxPushCurrent(ctx);
+    if (r) return tt__cuda_fail(cu, r, "cuCtxPushCurrent", err, errlen);
+    *pushed = 1;
+    return 0;
+}
+
+void tt__ctx_leave(const tt__cuda *cu, int pushed) {
+    CUcontext popped;
+    if (pushed) cu->CtxPopCurrent(&popped);
+}
+
 /* ---- NVRTC ---------------------------------------------------------------- */
 
 static pthread_once_t nvrtc_once = PTHREAD_ONCE_INIT;

@@ -97,6 +97,13 @@ int tt__cuda_get(const tt__cuda **out, char *err, size_t errlen);
 /* NVRTC. TT_ERR_COMPILE with a message naming the paths tried. */
 int tt__nvrtc_get(const tt__nvrtc **out, char *err, size_t errlen);
 
+/* Makes `ctx` the calling thread's context for a call: pushed only when
+ * another one (or none) is current, since a launch path pays ~0.05 us a
+ * push and pop on the H200's host and PyTorch's primary context is usually
+ * current already. *pushed says whether tt__ctx_leave must pop. */
+int tt__ctx_enter(const tt__cuda *cu, CUcontext ctx, int *pushed, char *err, size_t errlen);
+void tt__ctx_leave(const tt__cuda *cu, int pushed);
+
 /* Writes "where: CUDA_ERROR_X (text)" into err and returns TT_ERR_CUDA,
  * or TT_ERR_NOGPU for the driver's no-device / not-initialized codes. */
 int tt__cuda_fail(const tt__cuda *cu, CUresult r, const char *where, char *err, size_t errlen);

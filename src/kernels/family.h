@@ -126,8 +126,8 @@ typedef struct tt__family {
      * pages, varlen offsets), a split count from the SM count, a
      * workspace for the partial results and, for larger tiles, the merge
      * kernel after the main one; launch_extra's one launch cannot say
-     * that. Runs `p` with `k` on `stream` in k's context (pushed by the
-     * caller); 0 or a negative code with a message. */
+     * that. Runs `p` with `k` on `stream`, entering k's context itself
+     * (tt__ctx_enter); 0 or a negative code with a message. */
     int (*launch)(const struct tt__kernel *k, const tt_sdpa_params *p, void *stream, char *err,
                   size_t errlen);
 } tt__family;

@@ -100,9 +100,11 @@ int tt__kernel_launch(const tt__kernel *k, const tt_sdpa_params *p, CUstream str
  * the device's limits. */
 int tt__context_for(const tt__cuda *cu, int ordinal, CUcontext *ctx, tt__device_limits *lim, char *err,
                     size_t errlen);
-/* The device ordinal of device pointer `ptr` (TT_ERR_INVAL: not device memory). */
-int tt__device_of_pointer(const tt__cuda *cu, const char *name, const void *ptr, int *ordinal, char *err,
-                          size_t errlen);
+/* The one device ordinal of device pointers ptrs[0..n) (NULL ones are
+ * skipped, ptrs[0] must be set): TT_ERR_INVAL naming the first that is not
+ * device memory or is on another device than ptrs[0]. */
+int tt__device_of_pointers(const tt__cuda *cu, const void *const *ptrs, const char *const *names, int n,
+                           int *ordinal, char *err, size_t errlen);
 /* Strides (batch, head, row) in elements: >= 0 and multiples of 8 (rows
  * start 16-byte aligned). */
 int tt__check_strides(const char *name, const int64_t s[3], char *err, size_t errlen);

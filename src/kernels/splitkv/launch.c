@@ -319,8 +319,8 @@ static int run_plan(plan *pl, void *ws, size_t ws_len, CUstream stream, char *er
     if (rc < 0) return rc;
     const CUcontext ctx = pl->k->ctx;
     CUresult r;
-    CUcontext popped;
-    if ((r = cu->CtxPushCurrent(ctx))) return tt__cuda_fail(cu, r, "cuCtxPushCurrent", err, errlen);
+    int pushed;
+    if ((rc = tt__ctx_enter(cu, ctx, &pushed, err, errlen)) < 0) return rc;
     const int own = pl->ws_bytes > 0 && !ws;
     if (pl->ws_bytes > 0) {
         CUdeviceptr base = (CUdeviceptr)(uintptr_t)ws, parts;
@@ -361,7 +361,7 @@ static int run_plan(plan *pl, void *ws, size_t ws_len, CUstream stream, char *er
     rc = launch_locked(cu, pl, stream, err, errlen);
     if (own) pthread_mutex_unlock(&ws_lock);
 out:
-    cu->CtxPopCurrent(&popped);
+    tt__ctx_leave(cu, pushed);
     return rc;
 }
 
@@ -391,8 +391,7 @@ static void fill_scale(tt_splitkv_params *p, float scale, int64_t head_dim) {
     p->lse_empty = INFINITY; /* the KV-cache and varlen entry points: flash-attn's convention */
 }
 
-int tt__splitkv_launch_dense(const tt__kernel *k, const tt_sdpa_params *d, void *stream, char *err,
-                             size_t errlen) {
+int tt__splitkv_params_dense(const tt_sdpa_params *d, tt_splitkv_params *out, char *err, size_t errlen) {
     /* the dense layout is a contiguous KV cache: same strides, same meaning */
     const int64_t group = d->heads_q / d->heads_kv;
     if ((int64_t)d->batch * d->seqlen_q > INT32_MAX)
@@ -425,9 +424,17 @@ int tt__splitkv_launch_dense(const tt__kernel *k, const tt_sdpa_params *d, void 
     p.scale = d->scale;
     p.scale_log2 = d->scale_log2;
     p.lse_empty = -INFINITY; /* tt_sdpa_fwd's convention, as the dense families */
-    plan pl;
-    int rc = plan_for(k, &p, (int64_t)d->seqlen_q * group, 0, &pl, err, errlen);
+    *out = p;
+    return 0;
+}
+
+int tt__splitkv_launch_dense(const tt__kernel *k, const tt_sdpa_params *d, void *stream, char *err,
+                             size_t errlen) {
+    tt_splitkv_params p;
+    int rc = tt__splitkv_params_dense(d, &p, err, errlen);
     if (rc < 0) return rc;
+    plan pl;
+    if ((rc = plan_for(k, &p, (int64_t)p.seqlen_q * p.group, 0, &pl, err, errlen)) < 0) return rc;
     return run_plan(&pl, NULL, 0, (CUstream)stream, err, errlen);
 }
 
@@ -512,15 +519,8 @@ static int target_finish(tt__splitkv_target *t, const void *const ptrs[7], const
     const tt__cuda *cu;
     int rc = tt__cuda_get(&cu, err, errlen);
     if (rc < 0) return rc;
-    int ord = -1, other = -1;
-    for (int i = 0; i < 7; i++) {
-        if (!ptrs[i]) continue;
-        if ((rc = tt__device_of_pointer(cu, names[i], ptrs[i], i == 0 ? &ord : &other, err, errlen)) < 0)
-            return rc;
-        if (i > 0 && other != ord)
-            return tt__fail(TT_ERR_INVAL, err, errlen, "%s is on device %d, %s on device %d", names[i], other,
-                            names[0], ord);
-    }
+    int ord = -1;
+    if ((rc = tt__device_of_pointers(cu, ptrs, names, 7, &ord, err, errlen)) < 0) return rc;
     return tt__context_for(cu, ord, &t->ctx, &t->limits, err, errlen);
 }
 

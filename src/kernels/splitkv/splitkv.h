@@ -94,6 +94,10 @@ int tt__splitkv_varlen_target(const tt_sdpa_varlen_args *a, tt__splitkv_target *
 int tt__splitkv_run(const tt__splitkv_target *t, const tt_config *cfg, void *ws, size_t ws_len, void *stream,
                     size_t *ws_bytes, char *err, size_t errlen);
 
+/* tt_sdpa_fwd's dense parameters as the family's (GQA rows packed, no
+ * pages, no split yet): TT_ERR_RANGE where the packed rows overflow. */
+int tt__splitkv_params_dense(const tt_sdpa_params *d, tt_splitkv_params *out, char *err, size_t errlen);
+
 /* The family's launch hook (tt__family.launch): tt_sdpa_fwd's dense
  * layout, a contiguous KV cache, with the library's workspace. */
 int tt__splitkv_launch_dense(const tt__kernel *k, const tt_sdpa_params *p, void *stream, char *err,
