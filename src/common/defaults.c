@@ -245,6 +245,22 @@ static const struct short_row chunk_dense_sm90[] = {
     {TT_SEQLEN_MAX, TT_SEQLEN_MAX, TT_FAMILY_WS, {128, 0, 128, 128, 12, 2, 1, 1}},
     {TT_SEQLEN_MAX, TT_SEQLEN_MAX, TT_FAMILY_WS, {128, 1, 128, 128, 12, 2, 1, 1}},
 };
+/* The same chunks when their grid is at most one wave of SMs (tt__sdpa_
+ * device_default_at: batch x query heads x 64-row blocks <= the SMs): the
+ * d128 64x64 tile above fits two CTAs an SM, which only a second wave
+ * needs; with one CTA an SM longer K/V steps win. On the H200's inference
+ * grid, 128 CTAs (batch 4 x 32 heads): 64x192 ran 1.21x faster than 64x64
+ * over 16k keys (0.187 against 0.226 ms, bf16 and fp16 alike) and won over
+ * 32k; 64x128 won over 4k keys. At 256 CTAs (batch 8) 64x64 stays the
+ * winner over 1k, 4k and 16k keys (16k: 0.291 ms against 0.373 for
+ * 64x192, which takes two waves). */
+static const struct short_row chunk_one_wave_sm90[] = {
+    /* seqlen_q_max, seqlen_k_max, family, {d, c, bm, bn, w, st, layout, q_in_regs} */
+    {64, 4096, TT_FAMILY_WGMMA, {128, 0, 64, 128, 4, 2, 1, 0}},
+    {64, 4096, TT_FAMILY_WGMMA, {128, 1, 64, 128, 4, 2, 1, 0}},
+    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {128, 0, 64, 192, 4, 2, 1, 0}},
+    {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {128, 1, 64, 192, 4, 2, 1, 0}},
+};
 /* the most keys a decode key may have to run the rows above: one token a
  * row of group 1, or 16 tokens of any group (the inference grid's winners
  * at 16 tokens of groups 4 and 8 over 1024 keys: wgmma 64x64 at d128, 1.10-
@@ -436,12 +452,20 @@ int tt__config_default_splitkv_wide(int32_t arch, int64_t packed_rows, int32_t h
     return TT_ERR_UNSUPPORTED;
 }
 
-int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, tt_config *out) {
+int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, int one_wave, tt_config *out) {
     if (!key || !out) return TT_ERR_INVAL;
     const tt__regime rg = tt__key_regime(key);
     const int decode_dense = rg == TT_REGIME_DECODE && key->seqlen_k <= DECODE_DENSE_SEQLEN_K_MAX &&
                              (key->group <= 1 || key->seqlen_q >= DECODE_DENSE_GROUPED_SEQLEN_Q);
     if (arch != 90 || (rg != TT_REGIME_CHUNK && !decode_dense)) return TT_ERR_UNSUPPORTED;
+    if (one_wave && rg == TT_REGIME_CHUNK) {
+        for (size_t i = 0; i < sizeof chunk_one_wave_sm90 / sizeof chunk_one_wave_sm90[0]; i++) {
+            const struct short_row *r = &chunk_one_wave_sm90[i];
+            if (key->seqlen_q <= r->seqlen_q_max && key->seqlen_k <= r->seqlen_k_max &&
+                dense_row(&r->row, 1, r->family, key, out) == 0)
+                return 0;
+        }
+    }
     /* the chunk table without its splitkv rows */
     regime_table t = sm90[TT_REGIME_CHUNK];
     t.skv = NULL;

@@ -64,9 +64,12 @@ int tt__config_default_sm90(const tt_key_v2 *key, tt_config *out);
 int tt__config_default_other(const tt_key_v2 *key, int32_t arch, int32_t not_family, tt_config *out);
 /* sm_`arch`'s dense default for a key whose call fills the GPU with dense
  * tiles (the caller knows the batch; the key does not): chunks, and decode
- * over few keys of group 1 or of 16 tokens. 0, or TT_ERR_UNSUPPORTED where the arch has none or
- * the key is neither (splitkv stays). */
-int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, tt_config *out);
+ * over few keys of group 1 or of 16 tokens. `one_wave`: the call's 64-row
+ * blocks are no more than the SMs, so a tile that takes a whole SM still
+ * runs in one wave (the longer-key rows where they were measured faster).
+ * 0, or TT_ERR_UNSUPPORTED where the arch has none or the key is neither
+ * (splitkv stays). */
+int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, int one_wave, tt_config *out);
 /* sm_`arch`'s splitkv row for a call of `units` (batch x K/V heads; its
  * rows are the 16-row class, one query block) on `sm_count` SMs where that
  * is more than one wave of one CTA an SM (defaults.c: splitkv_sm90_wide):

@@ -542,12 +542,13 @@ int tt__sdpa_device_default_at(const tt_key_v2 *key, const tt__device_limits *li
      * path beats splitkv's mma.sync there; fewer CTAs leave SMs that only
      * split keys reach. On the H200's inference grid, 64-token chunks: 128
      * CTAs (batch 4 x 32 heads) ran wgmma 0.98-1.4x splitkv's time, 64 CTAs
-     * 1.5-2.3x. */
+     * 1.5-2.3x. No more CTAs than SMs: one wave even of a tile that takes a
+     * whole SM (defaults.c, chunk_one_wave_sm90). */
     const double ctas =
         (double)batch * (double)heads_q * (double)((key->seqlen_q + 63) / 64); /* no overflow */
     if (4 * ctas >= 3.0 * lim->sm_count) {
         tt_config d;
-        if (tt__config_default_dense_filled(key, lim->arch, &d) == 0 &&
+        if (tt__config_default_dense_filled(key, lim->arch, ctas <= lim->sm_count, &d) == 0 &&
             tt__variant_check(&d, key->head_dim, lim, NULL, 0) == 0)
             *out = d;
     }

@@ -342,7 +342,7 @@ TEST(sm90_prefill_defaults_follow_the_measured_winners) {
     tt_key_v2 k = {.dtype = TT_DTYPE_BF16, .head_dim = 128, .seqlen_q = 512, .seqlen_k = 32768};
     for (int causal = 0; causal <= 1; causal++) {
         k.causal = causal ? TT_CAUSAL_BOTTOM_RIGHT : TT_CAUSAL_NONE;
-        ASSERT_OK(tt__config_default_dense_filled(&k, 90, &c));
+        ASSERT_OK(tt__config_default_dense_filled(&k, 90, 0, &c));
         ASSERT_EQ(c.family, TT_FAMILY_WS);
         ASSERT_EQ(c.block_m, 128);
         ASSERT_EQ(c.layout, 1);

@@ -581,6 +581,16 @@ TEST(chunk_default_follows_the_batch) {
     c = default_at(90, 64, 64, 4096, 8, 8, 32);
     ASSERT_EQ(c.family, TT_FAMILY_WGMMA);
     ASSERT(c.block_m == 64 && c.block_n == 128);
+    /* d128 chunks in one wave (at most a CTA an SM) take longer K/V
+     * steps; a second wave's worth of CTAs keeps the two-an-SM tile */
+    c = default_at(90, 128, 64, 16384, 4, 4, 32); /* 128 CTAs */
+    ASSERT(c.family == TT_FAMILY_WGMMA && c.block_m == 64 && c.block_n == 192);
+    c = default_at(90, 128, 64, 4096, 4, 4, 32);
+    ASSERT(c.family == TT_FAMILY_WGMMA && c.block_m == 64 && c.block_n == 128);
+    c = default_at(90, 128, 64, 16384, 8, 8, 32); /* 256 CTAs */
+    ASSERT(c.family == TT_FAMILY_WGMMA && c.block_m == 64 && c.block_n == 64);
+    c = default_at(90, 128, 64, 32768, 8, 4, 32); /* the long-cache row either way */
+    ASSERT(c.family == TT_FAMILY_WGMMA && c.block_n == 192);
     c = default_at(90, 128, 64, 4096, 4, 0, 0); /* unknown: the key's default */
     ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
     c = default_at(90, 128, 512, 32768, 1, 1, 32); /* 8 blocks x 32 heads */
