@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Candidate rows for the built-in decode defaults, side by side: each
-candidate config (and the shipped default) timed through tt_sdpa_fwd at
+candidate config (and the shipped default: at each batch the row
+tt_sdpa_fwd runs untuned for a call that size) timed through tt_sdpa_fwd at
 each key's two batches, the two the worker tunes a decode key at (its own,
 and the second batch across the split line: docs/tuning.md, "Decode
 across batches"), in the same process. Per key and batch every config's
@@ -61,11 +62,12 @@ def parse_keys(text):
 
 def row_of(d, lq, lk, g):
     """The key as grid.calls reads it."""
+    regime = "decode" if lq <= 16 else "chunk" if 4 * lq <= lk else "prefill"
     return dict(dtype="bf16", head_dim=d, causal=2 if lq > 1 else 0, seqlen_q=lq, seqlen_k=lk, group=g,
-                regime="decode")
+                regime=regime)
 
 
-def precompile(torch, grid, keys, cands):
+def precompile(torch, grid, keys, cands, sms):
     """Each (config, key) kernel compiled on threads (grid.py's
     precompile_configs), so the timing rounds find them loaded or in the
     cubin cache."""
@@ -73,7 +75,9 @@ def precompile(torch, grid, keys, cands):
     pairs = []
     for (d, lq, lk, g) in keys:
         r = row_of(d, lq, lk, g)
-        for c in [tiletune.default_config(d, "bf16", r["causal"], lq, lk, device=0, group=g)] + cands:
+        defaults = [tiletune.default_config(d, "bf16", r["causal"], lq, lk, device=0, group=g, batch=b,
+                                            heads=HEADS_Q) for b in batches(d, lk, g, sms) if b]
+        for c in defaults + cands:
             try:
                 pairs.append((r, grid.canon(c, d, "bf16")))
             except Exception:  # noqa: BLE001 (the timing reports it)
@@ -99,13 +103,12 @@ def main():
     cands = [c if c.startswith("family=") else "family=splitkv," + c for c in args.configs.split(";") if c]
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
-    precompile(torch, grid, keys, cands)
+    precompile(torch, grid, keys, cands, sms)
     rows = []
     for (d, lq, lk, g) in keys:
         r = row_of(d, lq, lk, g)
-        default = tiletune.default_config(d, "bf16", r["causal"], lq, lk, device=0, group=g)
         # a candidate's text for this head dim; one the head dim cannot take is left out
-        named = {"default": default}
+        named = {"default": None}
         for i, c in enumerate(cands):
             try:
                 named[f"c{i}"] = grid.canon(c, d, "bf16")
@@ -115,6 +118,10 @@ def main():
             if time.time() - t0 > args.budget_s:
                 print(f"budget of {args.budget_s:.0f} s reached", flush=True)
                 break
+            # what tt_sdpa_fwd runs untuned: the call's batch picks among
+            # the rows (a chunk filling the GPU goes dense, wide decode)
+            named["default"] = tiletune.default_config(d, "bf16", r["causal"], lq, lk, device=0, group=g, batch=b,
+                                                       heads=HEADS_Q)
             hkv = HEADS_Q // g
             copies = decode.copies_for(2 * (2 * b * HEADS_Q * lq * d + 2 * b * hkv * lk * d))
             fns = {}
