@@ -9,8 +9,9 @@ time over the fastest of the set; per config its worst and geometric mean
 over all of them: the row to ship is the one whose worst case holds.
 
 Timing: CUDA graphs over copies of the inputs (256 MB a replay, L2 cold),
-every config once a round, three rounds alternating, the median of the
-rounds (bench/inference/decode.py's graph_time; grid.py's calls).
+every config once a round, three rounds alternating (each round
+starting one config later), the median of the rounds
+(bench/inference/decode.py's graph_time; grid.py's calls).
 
     python3 bench/inference/default_rows.py --out OUT \\
         --keys 128:2:4096:8,64:1:1024:4 \\
@@ -131,9 +132,12 @@ def main():
                 except Exception as e:  # noqa: BLE001
                     print(f"  {n}: {type(e).__name__}: {str(e)[:120]}", flush=True)
             per = {n: [] for n in fns}
-            for _ in range(ROUNDS):
-                for n, f in fns.items():
-                    per[n].append(decode.safe(decode.graph_time, f))
+            # each round starts one config later: the first timed of a
+            # round read up to 7% slower than the same config later in it
+            names = list(fns)
+            for i in range(ROUNDS):
+                for n in names[i % len(names):] + names[:i % len(names)]:
+                    per[n].append(decode.safe(decode.graph_time, fns[n]))
             ms = {n: statistics.median(v) for n, v in per.items()}
             best = min(v for v in ms.values() if not math.isnan(v))
             for n, v in ms.items():
