@@ -68,16 +68,22 @@ def row_of(d, lq, lk, g):
                 regime=regime)
 
 
+def call_default(d, lq, lk, g, b):
+    """The row tt_sdpa_fwd runs untuned for a call of batch b: the batch
+    picks among the rows (a chunk filling the GPU goes dense, wide decode)."""
+    import tiletune
+    return tiletune.default_config(d, "bf16", row_of(d, lq, lk, g)["causal"], lq, lk, device=0, group=g, batch=b,
+                                   heads=HEADS_Q)
+
+
 def precompile(torch, grid, keys, cands, sms):
     """Each (config, key) kernel compiled on threads (grid.py's
     precompile_configs), so the timing rounds find them loaded or in the
     cubin cache."""
-    import tiletune
     pairs = []
     for (d, lq, lk, g) in keys:
         r = row_of(d, lq, lk, g)
-        defaults = [tiletune.default_config(d, "bf16", r["causal"], lq, lk, device=0, group=g, batch=b,
-                                            heads=HEADS_Q) for b in batches(d, lk, g, sms) if b]
+        defaults = [call_default(d, lq, lk, g, b) for b in batches(d, lk, g, sms) if b]
         for c in defaults + cands:
             try:
                 pairs.append((r, grid.canon(c, d, "bf16")))
@@ -96,7 +102,6 @@ def main():
     import torch
     import decode  # noqa: F401 (graph_time)
     import grid
-    import tiletune
     if not torch.cuda.is_available():
         raise SystemExit("default_rows.py: no CUDA device")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -119,10 +124,7 @@ def main():
             if time.time() - t0 > args.budget_s:
                 print(f"budget of {args.budget_s:.0f} s reached", flush=True)
                 break
-            # what tt_sdpa_fwd runs untuned: the call's batch picks among
-            # the rows (a chunk filling the GPU goes dense, wide decode)
-            named["default"] = tiletune.default_config(d, "bf16", r["causal"], lq, lk, device=0, group=g, batch=b,
-                                                       heads=HEADS_Q)
+            named["default"] = call_default(d, lq, lk, g, b)
             hkv = HEADS_Q // g
             copies = decode.copies_for(2 * (2 * b * HEADS_Q * lq * d + 2 * b * hkv * lk * d))
             fns = {}

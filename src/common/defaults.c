@@ -380,6 +380,18 @@ static int splitkv_row_keys(const regime_table *t, int64_t packed, int64_t seqle
     return splitkv_row(t->skv, t->n_skv, packed, head_dim, out);
 }
 
+/* The first of `rows` that holds the key: 0 with it in *out, else
+ * TT_ERR_UNSUPPORTED. */
+static int short_row_find(const struct short_row *rows, size_t n, const tt_key_v2 *key, tt_config *out) {
+    for (size_t i = 0; i < n; i++) {
+        const struct short_row *r = &rows[i];
+        if (key->seqlen_q <= r->seqlen_q_max && key->seqlen_k <= r->seqlen_k_max &&
+            dense_row(&r->row, 1, r->family, key, out) == 0)
+            return 0;
+    }
+    return TT_ERR_UNSUPPORTED;
+}
+
 static int from_table(const regime_table *t, const tt_key_v2 *key, tt_config *out) {
     const int64_t packed = key->seqlen_q * (int64_t)(key->group > 1 ? key->group : 1);
     /* head dims splitkv does not serve (96) take the dense rows */
@@ -390,12 +402,7 @@ static int from_table(const regime_table *t, const tt_key_v2 *key, tt_config *ou
     if (t->alt && key->causal == TT_CAUSAL_BOTTOM_RIGHT && key->seqlen_q > key->seqlen_k &&
         t->family == TT_FAMILY_WS)
         return dense_row(t->alt, t->n_alt, t->alt_family, key, out);
-    for (size_t i = 0; i < t->n_shorts; i++) {
-        const struct short_row *r = &t->shorts[i];
-        if (key->seqlen_q <= r->seqlen_q_max && key->seqlen_k <= r->seqlen_k_max &&
-            dense_row(&r->row, 1, r->family, key, out) == 0)
-            return 0;
-    }
+    if (short_row_find(t->shorts, t->n_shorts, key, out) == 0) return 0;
     return dense_row(t->rows, t->n, t->family, key, out);
 }
 
@@ -458,14 +465,10 @@ int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, int one_
     const int decode_dense = rg == TT_REGIME_DECODE && key->seqlen_k <= DECODE_DENSE_SEQLEN_K_MAX &&
                              (key->group <= 1 || key->seqlen_q >= DECODE_DENSE_GROUPED_SEQLEN_Q);
     if (arch != 90 || (rg != TT_REGIME_CHUNK && !decode_dense)) return TT_ERR_UNSUPPORTED;
-    if (one_wave && rg == TT_REGIME_CHUNK) {
-        for (size_t i = 0; i < sizeof chunk_one_wave_sm90 / sizeof chunk_one_wave_sm90[0]; i++) {
-            const struct short_row *r = &chunk_one_wave_sm90[i];
-            if (key->seqlen_q <= r->seqlen_q_max && key->seqlen_k <= r->seqlen_k_max &&
-                dense_row(&r->row, 1, r->family, key, out) == 0)
-                return 0;
-        }
-    }
+    if (one_wave && rg == TT_REGIME_CHUNK &&
+        short_row_find(chunk_one_wave_sm90, sizeof chunk_one_wave_sm90 / sizeof chunk_one_wave_sm90[0], key,
+                       out) == 0)
+        return 0;
     /* the chunk table without its splitkv rows */
     regime_table t = sm90[TT_REGIME_CHUNK];
     t.skv = NULL;
