@@ -8,6 +8,7 @@
 #   PART=grid GRID_S=270 GRID_ARGS="--dtype bf16 --shard 1/2" bash bench/gpu_check.sh
 #   STEPS="inference balance" bash bench/gpu_check.sh   # the balanced grid: tests, A/B
 #   STEPS=stream bash bench/gpu_check.sh   # the KV copy paths' ceiling (bench/dev/kv_stream.cu)
+#   STEPS=tail bash bench/gpu_check.sh     # a stream's last CTAs: fixed runs against a tile counter
 #   STEPS=l2 bash bench/gpu_check.sh       # ncu: L2 sectors the decode kernel asks for, against cuDNN's
 #   STEPS=instep bash bench/gpu_check.sh   # decode after a 64 MB projection (code and weights cold)
 #   STEPS=trim bash bench/gpu_check.sh     # short splits' shared memory trimmed to their tiles, A/B
@@ -109,10 +110,11 @@ if has cross; then
 fi
 if has rows; then
   # candidate rows for the built-in decode defaults, each at its keys' two
-  # tune batches (bench/inference/default_rows.py; ROWS_KEYS, ROWS_CONFIGS)
+  # tune batches, or ROWS_BATCHES (bench/inference/default_rows.py;
+  # ROWS_KEYS, ROWS_CONFIGS)
   timeout "${ROWS_S:-240}" python3 bench/inference/default_rows.py --out "$out/default-rows" \
     --budget-s "$(( ${ROWS_S:-240} - 40 ))" --keys "$ROWS_KEYS" --configs "$ROWS_CONFIGS" \
-    >"$out/default-rows.log" 2>&1
+    --batches "${ROWS_BATCHES:-}" >"$out/default-rows.log" 2>&1
   echo "default rows: rc=$?"; tail -20 "$out/default-rows.log"
   say "default rows"
 fi
@@ -161,6 +163,13 @@ if has stream; then
   kv_stream && timeout 120 "$build/kv_stream" >"$out/kv-stream.txt" 2>&1
   echo "kv stream: rc=$?"; cat "$out/kv-stream.txt"
   say "kv stream"
+fi
+if has tail; then
+  # the end of a stream: fixed runs against chunks from a counter, 64 MB
+  # to 2 GiB, and how far the CTAs' ends trail the median's
+  kv_stream && timeout 120 "$build/kv_stream" tail >"$out/kv-stream-tail.txt" 2>&1
+  echo "kv stream tail: rc=$?"; cat "$out/kv-stream-tail.txt"
+  say "kv stream tail"
 fi
 if has l2; then
   # what L2 serves the decode kernel against what it needs (the KV cache's

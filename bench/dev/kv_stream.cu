@@ -24,6 +24,15 @@
  *
  * Prints one line a (path, CTAs, stages): the median of 20 timed passes,
  * TB/s. A development tool: not built by CMake, not part of the product.
+ *
+ * `kv_stream tail`: the end of a stream instead. At batch 1 the decode
+ * kernel streams 0.5 GB (128k keys), a quarter of the run above, so the
+ * spread of the CTAs' finishing times weighs four times as much. The XOR-ed
+ * cp.async copy of 128-row tiles, 3 stages (the 16x128 s3 decode tile),
+ * over 64 MB to 2 GiB, each CTA given a fixed run of tiles (as splitkv's
+ * splits are) or taking chunks of tiles from a counter until none are
+ * left; per pass, each CTA's start and end on the global timer. Prints the
+ * median pass's time and how far its CTAs' ends trail the median end.
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -31,6 +40,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #define CHECK(x)                                                                                \
@@ -281,7 +291,143 @@ template <int BN, int ST> static void run_all() {
     }
 }
 
-int main() {
+/* The tile a CTA streams next, or -1: a fixed run [t0, t1) when CHUNK is
+ * 0, else chunks of CHUNK tiles taken from ctr[0] (thread 0 only). */
+template <int CHUNK> struct tile_source {
+    long long cur, end, tiles;
+    unsigned long long *ctr;
+    __device__ long long next() {
+        if (cur < end) return cur++;
+        if (CHUNK == 0 || end >= tiles) return -1;
+        cur = (long long)atomicAdd(ctr, 1ull) * CHUNK;
+        if (cur >= tiles) {
+            end = tiles;
+            return -1;
+        }
+        end = cur + CHUNK < tiles ? cur + CHUNK : tiles;
+        return cur++;
+    }
+};
+
+template <int CHUNK>
+__global__ void __launch_bounds__(THREADS)
+    k_tail(const char *K, const char *V, long long tiles, unsigned long long *ctr, unsigned long long *when,
+           unsigned *out) {
+    constexpr int BN = 128, ST = 3, TILE = BN * D * 2, PER_THREAD = TILE / 16 / THREADS, STILE = BN * D * 2;
+    uint4 *sm = aligned_smem();
+    __shared__ long long slot[ST]; /* the tile each ring stage holds or will hold */
+    unsigned long long t_start;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_start));
+    tile_source<CHUNK> src;
+    src.tiles = tiles;
+    src.ctr = ctr;
+    src.cur = CHUNK ? 0 : tiles * blockIdx.x / gridDim.x;
+    src.end = CHUNK ? 0 : tiles * (blockIdx.x + 1) / gridDim.x;
+    auto issue = [&](long long t, int s) {
+        if (t >= 0) {
+            const char *k = K + t * TILE, *v = V + t * TILE;
+            const unsigned dk = smem_u32(sm) + (unsigned)(s * 2 * STILE), dv = dk + STILE;
+#pragma unroll
+            for (int i = 0; i < PER_THREAD; ++i) {
+                const int c = threadIdx.x + i * THREADS, r = c / (D / 8), ch = c % (D / 8);
+                const unsigned o = r * D * 2 + (ch ^ (r & 7)) * 16;
+                asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dk + o),
+                             "l"(k + c * 16));
+                asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dv + o),
+                             "l"(v + c * 16));
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    if (threadIdx.x == 0)
+        for (int s = 0; s < ST; ++s) slot[s] = src.next();
+    __syncthreads();
+    for (int s = 0; s < ST - 1; ++s) issue(slot[s], s);
+    unsigned acc = 0;
+    for (int i = 0;; ++i) {
+        const int s = i % ST;
+        if (slot[s] < 0) break; /* written ST iterations ago, seen since a barrier */
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(ST - 2));
+        __syncthreads();
+        issue(slot[(i + ST - 1) % ST], (i + ST - 1) % ST);
+        acc ^= fold<BN>(sm + (size_t)s * 2 * STILE / 16, sm + ((size_t)s * 2 + 1) * STILE / 16);
+        if (threadIdx.x == 0)
+            slot[s] = src.next(); /* for iteration i + ST; nobody reads slot[s] before then */
+    }
+    if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
+    if (threadIdx.x == 0) {
+        unsigned long long t_end;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_end));
+        when[2 * blockIdx.x] = t_start;
+        when[2 * blockIdx.x + 1] = t_end;
+        if (CHUNK) { /* the last CTA out resets the counters for the next launch */
+            __threadfence();
+            if (atomicAdd(ctr + 1, 1ull) == gridDim.x - 1) {
+                ctr[0] = 0;
+                ctr[1] = 0;
+            }
+        }
+    }
+}
+
+template <int CHUNK> static void tail_one(const char *name, long long bytes, int ctas) {
+    constexpr int TILE = 128 * D * 2;
+    const size_t smem = 3 * 2 * (size_t)TILE + 1024;
+    CHECK(cudaFuncSetAttribute(k_tail<CHUNK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    unsigned long long *ctr, *when;
+    CHECK(cudaMalloc(&ctr, 2 * sizeof *ctr));
+    CHECK(cudaMemset(ctr, 0, 2 * sizeof *ctr));
+    CHECK(cudaMalloc(&when, 2 * (size_t)ctas * sizeof *when));
+    const long long tiles = bytes / TILE;
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    struct pass {
+        float ms;
+        double med_end, p90_end, max_end;
+    };
+    std::vector<pass> ps;
+    std::vector<unsigned long long> w(2 * (size_t)ctas);
+    for (int it = 0; it < 31; ++it) {
+        CHECK(cudaEventRecord(a));
+        k_tail<CHUNK><<<ctas, THREADS, smem>>>(K, V, tiles, ctr, when, out);
+        CHECK(cudaEventRecord(b));
+        CHECK(cudaEventSynchronize(b));
+        float ms;
+        CHECK(cudaEventElapsedTime(&ms, a, b));
+        CHECK(cudaMemcpy(w.data(), when, w.size() * sizeof w[0], cudaMemcpyDeviceToHost));
+        unsigned long long t0 = ~0ull;
+        std::vector<double> ends;
+        for (int c = 0; c < ctas; ++c) t0 = std::min(t0, w[2 * c]);
+        for (int c = 0; c < ctas; ++c) ends.push_back((double)(w[2 * c + 1] - t0) * 1e-3);
+        std::sort(ends.begin(), ends.end());
+        if (it > 0) ps.push_back({ms, ends[ends.size() / 2], ends[ends.size() * 9 / 10], ends.back()});
+    }
+    CHECK(cudaGetLastError());
+    std::sort(ps.begin(), ps.end(), [](const pass &x, const pass &y) { return x.ms < y.ms; });
+    const pass &m = ps[ps.size() / 2];
+    printf("%-12s %7.1f MB %4d CTAs: %8.4f ms %6.3f TB/s  ends (us from first start): median %7.2f p90 %7.2f "
+           "last %7.2f (last - median %5.2f)\n",
+           name, 2.0 * bytes / 1e6, ctas, m.ms, 2.0 * bytes / (m.ms * 1e-3) / 1e12, m.med_end, m.p90_end,
+           m.max_end, m.max_end - m.med_end);
+    CHECK(cudaFree(ctr));
+    CHECK(cudaFree(when));
+}
+
+static int tail_main() {
+    /* K and V bytes each: B1 x 8 KV heads x d128 bf16 at 16k, 32k, 128k keys; then the 2 GiB run above */
+    const long long sizes[] = {32ll << 20, 64ll << 20, 256ll << 20, 1ll << 30};
+    for (int round = 0; round < 2; ++round)
+        for (long long bytes : sizes)
+            for (int ctas : {128, sms}) {
+                tail_one<0>("fixed runs", bytes, ctas);
+                tail_one<4>("chunks of 4", bytes, ctas);
+                tail_one<16>("chunks of 16", bytes, ctas);
+            }
+    return 0;
+}
+
+int main(int argc, char **argv) {
     CHECK(cudaMalloc(&K, BYTES));
     CHECK(cudaMalloc(&V, BYTES));
     CHECK(cudaMalloc(&out, 4096 * sizeof(unsigned)));
@@ -296,6 +442,7 @@ int main() {
         return 1;
     }
     encode = (encode_fn)fn;
+    if (argc > 1 && std::string(argv[1]) == "tail") return tail_main();
     printf("K and V: %.2f GiB in all, %d SMs\n", 2.0 * BYTES / (1 << 30), sms);
     run_all<64, 2>(); /* 32 KiB: the decode default's tile, several CTAs an SM */
     run_all<64, 4>();
