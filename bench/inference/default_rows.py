@@ -76,14 +76,14 @@ def call_default(d, lq, lk, g, b):
                                    heads=HEADS_Q)
 
 
-def precompile(torch, grid, keys, cands, sms):
+def precompile(torch, grid, keys, cands, sms, bs=()):
     """Each (config, key) kernel compiled on threads (grid.py's
     precompile_configs), so the timing rounds find them loaded or in the
     cubin cache."""
     pairs = []
     for (d, lq, lk, g) in keys:
         r = row_of(d, lq, lk, g)
-        defaults = [call_default(d, lq, lk, g, b) for b in batches(d, lk, g, sms) if b]
+        defaults = [call_default(d, lq, lk, g, b) for b in bs or batches(d, lk, g, sms) if b]
         for c in defaults + cands:
             try:
                 pairs.append((r, grid.canon(c, d, "bf16")))
@@ -98,6 +98,7 @@ def main():
     ap.add_argument("--keys", required=True, help="comma list of head_dim:seqlen_q:seqlen_k:group")
     ap.add_argument("--configs", required=True, help="semicolon list of config texts (family splitkv implied)")
     ap.add_argument("--budget-s", type=float, default=400)
+    ap.add_argument("--batches", default="", help="comma list: these batches for every key, not its tune batches")
     args = ap.parse_args()
     import torch
     import decode  # noqa: F401 (graph_time)
@@ -109,7 +110,8 @@ def main():
     cands = [c if c.startswith("family=") else "family=splitkv," + c for c in args.configs.split(";") if c]
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
-    precompile(torch, grid, keys, cands, sms)
+    forced = [int(x) for x in args.batches.split(",") if x]
+    precompile(torch, grid, keys, cands, sms, forced)
     rows = []
     for (d, lq, lk, g) in keys:
         r = row_of(d, lq, lk, g)
@@ -120,7 +122,7 @@ def main():
                 named[f"c{i}"] = grid.canon(c, d, "bf16")
             except Exception as e:  # noqa: BLE001
                 print(f"d{d}: c{i} left out ({type(e).__name__}: {str(e)[:100]})", flush=True)
-        for b in [x for x in batches(d, lk, g, sms) if x]:
+        for b in forced or [x for x in batches(d, lk, g, sms) if x]:
             if time.time() - t0 > args.budget_s:
                 print(f"budget of {args.budget_s:.0f} s reached", flush=True)
                 break

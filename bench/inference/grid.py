@@ -510,7 +510,7 @@ def write(rows, out, meta):
 # ---- main -------------------------------------------------------------------------
 
 def narrow(args):
-    return {"--seqlen": args.seqlen, "--seqlen-k": args.seqlen_k}
+    return {"--seqlen": args.seqlen, "--seqlen-k": args.seqlen_k, "--hdim": args.hdim}
 
 
 def tune_main(args):
@@ -584,6 +584,7 @@ def main():
     ap.add_argument("--shard", help="I/N: only shard I of N of the (narrowed) grid, dealt by work")
     ap.add_argument("--seqlen", help="with --dtype: these seqlen_q only (a comma list from the grid's)")
     ap.add_argument("--seqlen-k", help="with --dtype: these seqlen_k only (a comma list from the grid's)")
+    ap.add_argument("--hdim", help="with --dtype: these head dims only (a comma list from the grid's)")
     ap.add_argument("--cap-s", type=float, default=420, help="tuning wall time; the rest is cancelled")
     ap.add_argument("--bench-s", type=float, default=60,
                     help="seconds for timing the defaults the tune did not time (0: none)")
@@ -594,8 +595,8 @@ def main():
     ap.add_argument("--job", type=int, help="with --analyse: the job (default: the newest)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    if (args.seqlen or args.seqlen_k) and not args.dtype:
-        ap.error("--seqlen and --seqlen-k narrow the lists of one dtype: give --dtype")
+    if (args.seqlen or args.seqlen_k or args.hdim) and not args.dtype:
+        ap.error("--seqlen, --seqlen-k and --hdim narrow the lists of one dtype: give --dtype")
     if args.analyse:
         analyse_main(args)
     elif args.build:

@@ -52,6 +52,8 @@ def run(tmp):
         fp16_job, n_fp16 = grid.queue(d, "fast", "fp16")
         shard_job, n_shard = grid.queue(d, "exhaustive", "bf16", "1/2")
         sub_job, n_sub = grid.queue(d, "exhaustive", "bf16", None, {"--seqlen-k": "131072", "--seqlen": None})
+        d64_job, n_d64 = grid.queue(d, "exhaustive", "bf16", None,
+                                    {"--seqlen-k": "32768,131072", "--seqlen": "16,64,512", "--hdim": "64"})
     finally:
         d.stop()
     full, bf16, fp16 = set(job_keys(db, all_job)), set(job_keys(db, bf16_job)), set(job_keys(db, fp16_job))
@@ -63,6 +65,9 @@ def run(tmp):
     sub = set(job_keys(db, sub_job))
     check(sub == {k for k in bf16 if k[4] == 131072} and n_sub == len(sub) > 0,
           f"--seqlen-k 131072 narrows bf16 to its 131072-key keys ({n_sub})")
+    d64 = set(job_keys(db, d64_job))
+    check(d64 == {k for k in bf16 if k[1] == 64 and k[3] in (16, 64, 512) and k[4] in (32768, 131072)}
+          and n_d64 == len(d64) == 18, f"--hdim 64 with two seqlen lists narrows bf16 to 18 keys ({n_d64})")
 
     defaults = grid.device_defaults(sorted(bf16), None)  # the portable table: no GPU here
     dpath = os.path.join(tmp, "defaults.csv")
