@@ -161,14 +161,16 @@ static const struct splitkv_row splitkv_sm90[] = {
      * decode defaults by the call's units and the code a CTA runs once). */
     {16, 64, 16, 128, 4, 3, 1, 0},
     /* d128: the 128-key row holds up to 8 packed rows; 9-16 (2 tokens of
-     * group 8, 4 of group 4, 16 of group 1) take 64-key tiles: 1.00-1.02x
-     * the best of the candidates at 8 of the 9 such keys of the inference
-     * grid's short caches (1k-16k keys, at the tune's two batches), where
-     * the 128-key row ran 1.04-1.20x; the ninth, 16 tokens of group 1 at
-     * batch 4 over 4k keys, 1.08x (docs/perf.md, decode defaults by the
-     * call's units). */
+     * group 8, 4 of group 4, 16 of group 1) take the same tile with 8
+     * warps (the measured choice; why 9-16 rows want more warps than 1-8
+     * was not profiled). On the H200 it was within 1.031x of the best at
+     * every such key past 1024 keys, 4-128 units (the inference grid's
+     * timings and tt_sdpa_fwd's), where the 64-key 4-warp row it replaces
+     * ran up to 1.16x (at 96-128 units) and the 128-key 4-warp one 1.27x
+     * (96 units). Over at most 1024 keys the short-cache row keeps 64-key
+     * tiles (docs/perf.md, the d128 16-row row). */
     {8, 128, 16, 128, 4, 3, 1, 0},
-    {16, 128, 16, 64, 4, 3, 1, 0},
+    {16, 128, 16, 128, 8, 3, 1, 0},
     {16, 256, 16, 64, 4, 2, 0, 0},
     {32, 32, 32, 128, 4, 3, 1, 0},
     {32, 64, 32, 128, 4, 3, 1, 0},
@@ -183,14 +185,19 @@ static const struct splitkv_row splitkv_sm90[] = {
     {128, 128, 128, 64, 8, 2, 0, 0},
     {128, 256, 128, 32, 8, 2, 0, 0},
 };
-/* sm_90 decode over few keys (at most SHORT_KEYS_MAX): the 32-row class
- * (8 tokens of group 4, 4 of group 8) takes the 16-row tile with 8 warps,
- * half the rows a CTA and twice the CTAs where 1024 keys leave little to
- * split. The inference grid's winner at three of its four such keys; the
- * 32x128 row was 1.21-1.23x slower at 8 tokens of group 4, 1.03-1.04x at 4
- * of group 8. */
+/* sm_90 decode over few keys (at most SHORT_KEYS_MAX), by class (a row
+ * serves the packed rows above half its own): the 32-row class (8 tokens
+ * of group 4, 4 of group 8) takes the 16-row tile with 8 warps, half the
+ * rows a CTA and twice the CTAs where 1024 keys leave little to split.
+ * The inference grid's winner at three of its four such keys; the 32x128
+ * row was 1.21-1.23x slower at 8 tokens of group 4, 1.03-1.04x at 4 of
+ * group 8. The d128 16-row class keeps 64-key tiles there: 1.02-1.03x the
+ * best at 2 tokens of group 8 and 4 of group 4 over 1024 keys (32 and 64
+ * units), where its 8-warp 128-key row ran 1.03-1.11x (docs/perf.md, the d128
+ * 16-row row). */
 static const struct splitkv_row splitkv_sm90_short_keys[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
+    {16, 128, 16, 64, 4, 3, 1, 0},
     {32, 64, 16, 128, 8, 4, 1, 0},
     {32, 128, 16, 128, 8, 3, 1, 0},
 };
@@ -288,7 +295,7 @@ typedef struct regime_table {
     int64_t skv_rows_max;
     const struct short_row *shorts;
     size_t n_shorts;
-    const struct splitkv_row *skv_short; /* the 32-row class over few keys, or NULL */
+    const struct splitkv_row *skv_short; /* rows by class over few keys, or NULL */
     size_t n_skv_short;
 } regime_table;
 #define ROWS(r) r, sizeof r / sizeof r[0]
@@ -374,9 +381,12 @@ static int splitkv_row(const struct splitkv_row *rows, size_t n, int64_t packed,
  * few-keys rows for the 32-row class, else its rows by packed rows. */
 static int splitkv_row_keys(const regime_table *t, int64_t packed, int64_t seqlen_k, int32_t head_dim,
                             tt_config *out) {
-    if (t->skv_short && packed > 16 && packed <= 32 && seqlen_k > 0 && seqlen_k <= SHORT_KEYS_MAX &&
-        splitkv_row(t->skv_short, t->n_skv_short, packed, head_dim, out) == 0)
-        return 0;
+    if (t->skv_short && seqlen_k > 0 && seqlen_k <= SHORT_KEYS_MAX)
+        for (size_t i = 0; i < t->n_skv_short; i++) {
+            const struct splitkv_row *r = &t->skv_short[i];
+            if (r->head_dim == head_dim && r->rows >= packed && r->rows / 2 < packed)
+                return splitkv_row(r, 1, packed, head_dim, out);
+        }
     return splitkv_row(t->skv, t->n_skv, packed, head_dim, out);
 }
 

@@ -630,8 +630,17 @@ TEST(decode_over_few_keys) {
     ASSERT(k.block_m == 16 && k.warps == 8);
     ASSERT_OK(tt__splitkv_default(32, 4096, 128, NULL, 0, &k));
     ASSERT_EQ(k.block_m, 32);
-    ASSERT_OK(tt__splitkv_default(16, 1024, 128, NULL, 0, &k)); /* one token of group 16: its own row */
-    ASSERT(k.block_m == 16 && k.warps == 4);
+    /* the d128 16-row class (one token of group 16) keeps 64-key tiles
+     * over few keys, 128-key ones with 8 warps past them; d64's has no
+     * short row and keeps its own */
+    ASSERT_OK(tt__splitkv_default(16, 1024, 128, NULL, 0, &k));
+    ASSERT(k.block_m == 16 && k.block_n == 64 && k.warps == 4);
+    ASSERT_OK(tt__splitkv_default(16, 4096, 128, NULL, 0, &k));
+    ASSERT(k.block_m == 16 && k.block_n == 128 && k.warps == 8);
+    ASSERT_OK(tt__splitkv_default(12, 1024, 64, NULL, 0, &k));
+    ASSERT(k.block_m == 16 && k.block_n == 128 && k.warps == 4 && k.stages == 3);
+    c = default_at(90, 128, 2, 1024, 8, 8, 32);
+    ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_n == 64 && c.warps == 4);
     /* 16 tokens of group 4: 256 CTAs fill the GPU, 32 do not */
     c = default_at(90, 128, 16, 1024, 4, 8, 32);
     ASSERT(c.family == TT_FAMILY_WGMMA && c.block_m == 64 && c.block_n == 64);
@@ -648,7 +657,7 @@ TEST(decode_over_few_keys) {
 /* Decode of the 16-row class on sm_90 by the call's (batch, K/V head)
  * units: with more than the 132 SMs nothing is split and the tile that
  * fits two CTAs an SM runs (d128 64-key tiles, d64 3 stages); with fewer
- * the one-CTA rows; 9-16 packed rows at d128 take 64-key tiles either way.
+ * the one-CTA rows (9-16 packed rows at d128 with 8 warps).
  * tt_sdpa_fwd's default and the KV-cache one alike. */
 TEST(decode_default_follows_the_units) {
 #define IS(c, bn, st)                                                                                       \
@@ -664,9 +673,20 @@ TEST(decode_default_follows_the_units) {
     IS(default_at(90, 32, 1, 32768, 4, 64, 32), 128, 3);
     IS(default_at(90, 64, 1, 4096, 4, 8, 32), 128, 3);
     IS(default_at(90, 64, 1, 4096, 4, 66, 32), 128, 3);
-    /* 9-16 packed rows at d128: 64-key tiles at any batch; 8 rows keep 128 */
-    IS(default_at(90, 128, 2, 4096, 8, 1, 32), 64, 3);
-    IS(default_at(90, 128, 16, 16384, 1, 1, 32), 64, 3);
+    /* 9-16 packed rows at d128: the 128-key tile with 8 warps up to a
+     * wave, the wide row past it; 8 rows keep 4 warps */
+    const int64_t rows16[][4] = {/* seqlen_q, seqlen_k, group, batch */
+                                 {2, 4096, 8, 1},
+                                 {16, 16384, 1, 1},
+                                 {16, 4096, 1, 3},
+                                 {16, 4096, 1, 4},
+                                 {4, 4096, 4, 16}};
+    for (size_t i = 0; i < sizeof rows16 / sizeof rows16[0]; i++) {
+        const tt_config w = default_at(90, 128, rows16[i][0], rows16[i][1], rows16[i][2], rows16[i][3], 32);
+        ASSERT(w.family == TT_FAMILY_SPLITKV && w.block_m == 16 && w.block_n == 128 && w.warps == 8 &&
+               w.stages == 3 && w.split_ctas == 0);
+    }
+    IS(default_at(90, 128, 16, 4096, 1, 5, 32), 64, 3); /* 160 units */
     IS(default_at(90, 128, 8, 4096, 1, 1, 32), 128, 3);
     IS(default_at(90, 64, 2, 4096, 8, 1, 32), 128, 3);
     /* the 32-row class and other archs keep their rows */
