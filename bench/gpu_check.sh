@@ -9,6 +9,7 @@
 #   STEPS="inference balance" bash bench/gpu_check.sh   # the balanced grid: tests, A/B
 #   STEPS=stream bash bench/gpu_check.sh   # the KV copy paths' ceiling (bench/dev/kv_stream.cu)
 #   STEPS=tail bash bench/gpu_check.sh     # a stream's last CTAs: fixed runs against a tile counter
+#   STEPS=tail TAIL_MODE=tail-units bash bench/gpu_check.sh   # every SM busy, each CTA within one unit
 #   STEPS=l2 bash bench/gpu_check.sh       # ncu: L2 sectors the decode kernel asks for, against cuDNN's
 #   STEPS=instep bash bench/gpu_check.sh   # decode after a 64 MB projection (code and weights cold)
 #   STEPS=trim bash bench/gpu_check.sh     # short splits' shared memory trimmed to their tiles, A/B
@@ -167,8 +168,8 @@ fi
 if has tail; then
   # the end of a stream: fixed runs against chunks from a counter, 64 MB
   # to 2 GiB, and how far the CTAs' ends trail the median's
-  kv_stream && timeout 120 "$build/kv_stream" tail >"$out/kv-stream-tail.txt" 2>&1
-  echo "kv stream tail: rc=$?"; cat "$out/kv-stream-tail.txt"
+  kv_stream && timeout 120 "$build/kv_stream" ${TAIL_MODE:-tail} >"$out/kv-stream-${TAIL_MODE:-tail}.txt" 2>&1
+  echo "kv stream tail: rc=$?"; cat "$out/kv-stream-${TAIL_MODE:-tail}.txt"
   say "kv stream tail"
 fi
 if has l2; then

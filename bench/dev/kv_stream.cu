@@ -33,6 +33,9 @@
  * splits are) or taking chunks of tiles from a counter until none are
  * left; per pass, each CTA's start and end on the global timer. Prints the
  * median pass's time and how far its CTAs' ends trail the median end.
+ * `kv_stream tail-units`: fixed runs over every SM again, but each CTA
+ * within one of 8 or 128 equal units (splits of 16 and 17 CTAs a unit),
+ * as a decode grid whose splits differ by unit would run.
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -292,13 +295,14 @@ template <int BN, int ST> static void run_all() {
 }
 
 /* The tile a CTA streams next, or -1: a fixed run [t0, t1) when CHUNK is
- * 0, else chunks of CHUNK tiles taken from ctr[0] (thread 0 only). */
+ * 0 or negative, else chunks of CHUNK tiles taken from ctr[0] (thread 0
+ * only). */
 template <int CHUNK> struct tile_source {
     long long cur, end, tiles;
     unsigned long long *ctr;
     __device__ long long next() {
         if (cur < end) return cur++;
-        if (CHUNK == 0 || end >= tiles) return -1;
+        if (CHUNK <= 0 || end >= tiles) return -1;
         cur = (long long)atomicAdd(ctr, 1ull) * CHUNK;
         if (cur >= tiles) {
             end = tiles;
@@ -321,8 +325,18 @@ __global__ void __launch_bounds__(THREADS)
     tile_source<CHUNK> src;
     src.tiles = tiles;
     src.ctr = ctr;
-    src.cur = CHUNK ? 0 : tiles * blockIdx.x / gridDim.x;
-    src.end = CHUNK ? 0 : tiles * (blockIdx.x + 1) / gridDim.x;
+    src.cur = CHUNK > 0 ? 0 : tiles * blockIdx.x / gridDim.x;
+    src.end = CHUNK > 0 ? 0 : tiles * (blockIdx.x + 1) / gridDim.x;
+    if (CHUNK < 0) {
+        /* -CHUNK units of equal tiles (batch x KV heads), each CTA within
+         * one: a unit's CTAs consecutive, the CTAs dealt as evenly as they
+         * go (16 or 17 a unit for 8 units on 132), so every SM is busy and
+         * the units' splits differ by one */
+        const long long U = CHUNK < 0 ? -CHUNK : 1, C = gridDim.x, c = blockIdx.x, per = tiles / U;
+        const long long u = c * U / C, f0 = (u * C + U - 1) / U, f1 = ((u + 1) * C + U - 1) / U;
+        src.cur = u * per + per * (c - f0) / (f1 - f0);
+        src.end = u * per + per * (c - f0 + 1) / (f1 - f0);
+    }
     auto issue = [&](long long t, int s) {
         if (t >= 0) {
             const char *k = K + t * TILE, *v = V + t * TILE;
@@ -360,7 +374,7 @@ __global__ void __launch_bounds__(THREADS)
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_end));
         when[2 * blockIdx.x] = t_start;
         when[2 * blockIdx.x + 1] = t_end;
-        if (CHUNK) { /* the last CTA out resets the counters for the next launch */
+        if (CHUNK > 0) { /* the last CTA out resets the counters for the next launch */
             __threadfence();
             if (atomicAdd(ctr + 1, 1ull) == gridDim.x - 1) {
                 ctr[0] = 0;
@@ -414,9 +428,21 @@ template <int CHUNK> static void tail_one(const char *name, long long bytes, int
     CHECK(cudaFree(when));
 }
 
-static int tail_main() {
+static int tail_main(bool units) {
     /* K and V bytes each: B1 x 8 KV heads x d128 bf16 at 16k, 32k, 128k keys; then the 2 GiB run above */
     const long long sizes[] = {32ll << 20, 64ll << 20, 256ll << 20, 1ll << 30};
+    if (units) {
+        /* every SM busy without crossing units: uneven splits of 8 units
+         * (batch 1 x 8 KV heads) and of 128 (batch 16 x 8) over 132 CTAs */
+        for (int round = 0; round < 3; ++round)
+            for (long long bytes : {256ll << 20, 1ll << 30}) {
+                tail_one<0>("fixed runs", bytes, 128);
+                tail_one<0>("fixed runs", bytes, sms);
+                tail_one<-8>("8 units", bytes, sms);
+                tail_one<-128>("128 units", bytes, sms);
+            }
+        return 0;
+    }
     for (int round = 0; round < 2; ++round)
         for (long long bytes : sizes)
             for (int ctas : {128, sms}) {
@@ -442,7 +468,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     encode = (encode_fn)fn;
-    if (argc > 1 && std::string(argv[1]) == "tail") return tail_main();
+    if (argc > 1 && std::string(argv[1]) == "tail") return tail_main(false);
+    if (argc > 1 && std::string(argv[1]) == "tail-units") return tail_main(true);
     printf("K and V: %.2f GiB in all, %d SMs\n", 2.0 * BYTES / (1 << 30), sms);
     run_all<64, 2>(); /* 32 KiB: the decode default's tile, several CTAs an SM */
     run_all<64, 4>();
