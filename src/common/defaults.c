@@ -377,16 +377,25 @@ static int splitkv_row(const struct splitkv_row *rows, size_t n, int64_t packed,
 }
 
 #define ROWS_OF(r) r, sizeof r / sizeof r[0]
+/* The first of `rows` at head_dim that holds `packed` rows (`by_class`:
+ * and no more than twice them), with no fallback: 0, else
+ * TT_ERR_UNSUPPORTED. */
+static int splitkv_row_holding(const struct splitkv_row *rows, size_t n, int64_t packed, int32_t head_dim,
+                               int by_class, tt_config *out) {
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].head_dim == head_dim && rows[i].rows >= packed &&
+            (!by_class || rows[i].rows / 2 < packed))
+            return splitkv_row(&rows[i], 1, packed, head_dim, out);
+    return TT_ERR_UNSUPPORTED;
+}
+
 /* The table's splitkv row for `packed` rows over `seqlen_k` keys: its
- * few-keys rows for the 32-row class, else its rows by packed rows. */
+ * few-keys row of the packed rows' class, else its rows by packed rows. */
 static int splitkv_row_keys(const regime_table *t, int64_t packed, int64_t seqlen_k, int32_t head_dim,
                             tt_config *out) {
-    if (t->skv_short && seqlen_k > 0 && seqlen_k <= SHORT_KEYS_MAX)
-        for (size_t i = 0; i < t->n_skv_short; i++) {
-            const struct splitkv_row *r = &t->skv_short[i];
-            if (r->head_dim == head_dim && r->rows >= packed && r->rows / 2 < packed)
-                return splitkv_row(r, 1, packed, head_dim, out);
-        }
+    if (t->skv_short && seqlen_k > 0 && seqlen_k <= SHORT_KEYS_MAX &&
+        splitkv_row_holding(t->skv_short, t->n_skv_short, packed, head_dim, 1, out) == 0)
+        return 0;
     return splitkv_row(t->skv, t->n_skv, packed, head_dim, out);
 }
 
@@ -463,10 +472,7 @@ int tt__config_default_splitkv_wide(int32_t arch, int64_t packed_rows, int32_t h
     if (!out) return TT_ERR_INVAL;
     if (arch != 90 || sm_count <= 0 || units <= sm_count || packed_rows < 1 || packed_rows > 16)
         return TT_ERR_UNSUPPORTED;
-    for (size_t i = 0; i < sizeof splitkv_sm90_wide / sizeof splitkv_sm90_wide[0]; i++)
-        if (splitkv_sm90_wide[i].head_dim == head_dim && splitkv_sm90_wide[i].rows >= packed_rows)
-            return splitkv_row(&splitkv_sm90_wide[i], 1, packed_rows, head_dim, out);
-    return TT_ERR_UNSUPPORTED;
+    return splitkv_row_holding(ROWS_OF(splitkv_sm90_wide), packed_rows, head_dim, 0, out);
 }
 
 int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, int one_wave, tt_config *out) {
