@@ -10,6 +10,7 @@
 #   STEPS=stream bash bench/gpu_check.sh   # the KV copy paths' ceiling (bench/dev/kv_stream.cu)
 #   STEPS=tail bash bench/gpu_check.sh     # a stream's last CTAs: fixed runs against a tile counter
 #   STEPS=tail TAIL_MODE=tail-units bash bench/gpu_check.sh   # every SM busy, each CTA within one unit
+#   STEPS=tail TAIL_MODE=hints bash bench/gpu_check.sh        # the copy's L2 qualifiers, two CTAs an SM
 #   STEPS=l2 bash bench/gpu_check.sh       # ncu: L2 sectors the decode kernel asks for, against cuDNN's
 #   STEPS=instep bash bench/gpu_check.sh   # decode after a 64 MB projection (code and weights cold)
 #   STEPS=trim bash bench/gpu_check.sh     # short splits' shared memory trimmed to their tiles, A/B

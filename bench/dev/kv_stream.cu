@@ -36,6 +36,8 @@
  * `kv_stream tail-units`: fixed runs over every SM again, but each CTA
  * within one of 8 or 128 equal units (splits of 16 and 17 CTAs a unit),
  * as a decode grid whose splits differ by unit would run.
+ * `kv_stream hints`: the copy's L2 qualifiers (prefetch size, an
+ * evict-first policy) and two CTAs an SM, as cuDNN's decode kernel runs.
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -105,6 +107,32 @@ __global__ void __launch_bounds__(THREADS)
                                  "l"(k + c * 16));
                     asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dv + o),
                                  "l"(v + c * 16));
+                } else if (HINT == 0) {
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dk + o),
+                                 "l"(k + c * 16));
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dv + o),
+                                 "l"(v + c * 16));
+                } else if (HINT == 1 || HINT == 2) {
+                    /* lines read once: first out of L2 (1: with the 128-byte prefetch) */
+                    unsigned long long pol;
+                    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+                    if (HINT == 1) {
+                        asm volatile(
+                            "cp.async.cg.shared.global.L2::cache_hint.L2::128B [%0], [%1], 16, %2;\n" ::"r"(
+                                dk + o),
+                            "l"(k + c * 16), "l"(pol));
+                        asm volatile(
+                            "cp.async.cg.shared.global.L2::cache_hint.L2::128B [%0], [%1], 16, %2;\n" ::"r"(
+                                dv + o),
+                            "l"(v + c * 16), "l"(pol));
+                    } else {
+                        asm volatile(
+                            "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(dk + o),
+                            "l"(k + c * 16), "l"(pol));
+                        asm volatile(
+                            "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(dv + o),
+                            "l"(v + c * 16), "l"(pol));
+                    }
                 } else {
                     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dk + o),
                                  "l"(k + c * 16));
@@ -453,6 +481,41 @@ static int tail_main(bool units) {
     return 0;
 }
 
+/* The cp.async's cache qualifiers on the XOR-ed tile, 0.5 and 2 GiB: the
+ * 128-byte L2 prefetch (splitkv's), none, 256 bytes, and an evict-first
+ * L2 policy with and without the prefetch; one CTA an SM (128-row tiles,
+ * 3 stages) on every SM and on 128, and two an SM (64-row tiles, 3
+ * stages), the way cuDNN's decode kernel runs (16x128 tiles, 4 warps,
+ * 86 KiB, two CTAs an SM; ncu on the H200). Rounds alternate. */
+template <int BN, int ST, int HINT> static void hint_one(const char *name, long long bytes, int ctas) {
+    constexpr int TILE = BN * D * 2;
+    const size_t smem = (size_t)ST * 2 * TILE + 1024;
+    CHECK(cudaFuncSetAttribute(k_cpasync<BN, ST, HINT, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)smem));
+    const long long tiles = bytes / TILE;
+    const double ms =
+        median_ms([&] { k_cpasync<BN, ST, HINT, 2><<<ctas, THREADS, smem>>>(K, V, tiles, out); }, 20);
+    printf("%-22s %3d-row tiles %d stages %7.1f MB %4d CTAs: %7.4f ms %6.3f TB/s\n", name, BN, ST,
+           2.0 * bytes / 1e6, ctas, ms, 2.0 * bytes / (ms * 1e-3) / 1e12);
+}
+
+static int hints_main() {
+    for (int round = 0; round < 3; ++round)
+        for (long long bytes : {256ll << 20, 1ll << 30}) {
+            for (int ctas : {sms, 128}) {
+                hint_one<128, 3, 128>("L2::128B", bytes, ctas);
+                hint_one<128, 3, 0>("no prefetch", bytes, ctas);
+                hint_one<128, 3, 256>("L2::256B", bytes, ctas);
+                hint_one<128, 3, 1>("evict_first L2::128B", bytes, ctas);
+                hint_one<128, 3, 2>("evict_first", bytes, ctas);
+            }
+            hint_one<64, 3, 128>("L2::128B", bytes, 2 * sms);
+            hint_one<64, 3, 1>("evict_first L2::128B", bytes, 2 * sms);
+            hint_one<64, 3, 128>("L2::128B", bytes, 256);
+        }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     CHECK(cudaMalloc(&K, BYTES));
     CHECK(cudaMalloc(&V, BYTES));
@@ -470,6 +533,7 @@ int main(int argc, char **argv) {
     encode = (encode_fn)fn;
     if (argc > 1 && std::string(argv[1]) == "tail") return tail_main(false);
     if (argc > 1 && std::string(argv[1]) == "tail-units") return tail_main(true);
+    if (argc > 1 && std::string(argv[1]) == "hints") return hints_main();
     printf("K and V: %.2f GiB in all, %d SMs\n", 2.0 * BYTES / (1 << 30), sms);
     run_all<64, 2>(); /* 32 KiB: the decode default's tile, several CTAs an SM */
     run_all<64, 4>();
