@@ -12,6 +12,16 @@ their own rows (a KV head's group of 4 query heads holds the 4 words), so
 only unsplit grids (split_ctas=0 at batch 16 or 64) are traced.
 
     python3 bench/dev/trace_ctas.py [--batch 16 --lk 32768] [--calls 20] [--config TEXT ...]
+        [--refill top|after-s|after-softmax]
+    python3 bench/dev/trace_ctas.py --write-source FILE [--no-trace] [--refill ...]
+
+--refill moves the main loop's refill of the ring (the copy of tile
+j + ST - 1, issued at the top of iteration j) after the S = QK^T tile or
+after the softmax: fewer bytes in flight while a tile's math runs, more
+while its P V runs, a copy depth between ST - 1 and ST - 2 tiles.
+--write-source writes the edited source and stops (for
+$TILETUNE_KERNEL_SOURCE in bench/inference/compare.py and the float64
+tests, to A/B the refill against the product's source).
 
 Prints per config: the spread of starts, the median CTA's time, how far
 the ends trail the median end (p90, last), and the SMs whose CTAs run
@@ -46,17 +56,39 @@ TRACE = """    __syncthreads();
 """
 
 
-def traced_source():
+REFILL_TOP = """        if (j + ST - 1 < t_end) load_kv((jj + ST - 1) % ST, j + ST - 1, true);
+        cp_commit();
+"""
+INACTIVE = "        if (!active) continue;\n"
+REFILL_AT = {
+    "after-s": "        const int n0 = j * BN + wk * WN;\n",
+    "after-softmax": "        /* O += P V, P straight from the S accumulators. */\n",
+}
+
+
+def edit(text, old, new, what):
+    if text.count(old) != 1:
+        sys.exit(f"trace_ctas: {what} is not where this tool expects it in splitkv/mainloop.cuh")
+    return text.replace(old, new)
+
+
+def edited_source(trace=True, refill="top"):
     root = open(os.path.join(SRC, "sdpa.cu")).read()
     main = open(os.path.join(SRC, "splitkv", "mainloop.cuh")).read()
-    if HEAD not in main:
-        sys.exit("trace_ctas: the kernel's entry is not where this tool expects it")
-    main = main.replace(HEAD, HEAD + "    unsigned long long tt_t0;\n"
-                        "    asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(tt_t0));\n")
-    # the entry's closing brace: the first line that is exactly "}" after it
-    at = main.index(HEAD)
-    end = re.compile(r"^}\n", re.M).search(main, at)
-    main = main[:end.start()] + TRACE + main[end.end():]
+    if trace:
+        main = edit(main, HEAD, HEAD + "    unsigned long long tt_t0;\n"
+                    "    asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(tt_t0));\n", "the kernel's entry")
+        # the entry's closing brace: the first line that is exactly "}" after it
+        at = main.index(HEAD)
+        end = re.compile(r"^}\n", re.M).search(main, at)
+        main = main[:end.start()] + TRACE + main[end.end():]
+    if refill != "top":
+        # every thread copies its share, so warps that skip the math copy
+        # before they leave the iteration
+        main = edit(main, REFILL_TOP, "", "the ring's refill")
+        main = edit(main, INACTIVE, "        if (!active) {\n    " + REFILL_TOP.replace("\n        ", "\n            ")
+                    + "            continue;\n        }\n", "the inactive warps' exit")
+        main = edit(main, REFILL_AT[refill], REFILL_TOP + REFILL_AT[refill], "the refill's new place")
     if "#include TT_MAINLOOP" not in root:
         sys.exit("trace_ctas: sdpa.cu no longer includes TT_MAINLOOP")
     return root.replace("#include TT_MAINLOOP", main)
@@ -68,14 +100,21 @@ def main():
     ap.add_argument("--lk", type=int, default=32768)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--config", action="append", default=[])
+    ap.add_argument("--refill", default="top", choices=("top", "after-s", "after-softmax"))
+    ap.add_argument("--write-source", default=None)
+    ap.add_argument("--no-trace", action="store_true")
     a = ap.parse_args()
+    if a.write_source:
+        with open(a.write_source, "w") as f:
+            f.write(edited_source(trace=not a.no_trace, refill=a.refill))
+        return
     configs = a.config or [
         "family=splitkv,block_m=16,block_n=128,warps=4,stages=3,layout=pad,q_in_regs=1,split_ctas=0",
         "family=splitkv,block_m=16,block_n=128,warps=8,stages=3,layout=pad,q_in_regs=1,split_ctas=0",
         "family=splitkv,block_m=16,block_n=64,warps=4,stages=2,layout=pad,q_in_regs=1,split_ctas=0",
     ]
     src = tempfile.NamedTemporaryFile("w", suffix=".cu", delete=False)
-    src.write(traced_source())
+    src.write(edited_source(refill=a.refill))
     src.close()
     os.environ["TILETUNE_KERNEL_SOURCE"] = src.name
     sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -87,7 +126,8 @@ def main():
     q = torch.randn(B, 1, HQ, D, device=dev, dtype=torch.bfloat16)
     k = torch.randn(B, Lk, HKV, D, device=dev, dtype=torch.bfloat16)
     v = torch.randn(B, Lk, HKV, D, device=dev, dtype=torch.bfloat16)
-    print(f"B{B} Lk{Lk}, GQA {HQ}/{HKV}, d{D} bf16, cache [B, Lk, Hkv, D]; {a.calls} calls each")
+    print(f"B{B} Lk{Lk}, GQA {HQ}/{HKV}, d{D} bf16, cache [B, Lk, Hkv, D]; {a.calls} calls each; "
+          f"refill {a.refill}")
     for cfg in configs:
         calls = []
         for c in range(a.calls + 2):
