@@ -12,13 +12,17 @@ their own rows (a KV head's group of 4 query heads holds the 4 words), so
 only unsplit grids (split_ctas=0 at batch 16 or 64) are traced.
 
     python3 bench/dev/trace_ctas.py [--batch 16 --lk 32768] [--calls 20] [--config TEXT ...]
-        [--refill top|after-s|after-softmax]
-    python3 bench/dev/trace_ctas.py --write-source FILE [--no-trace] [--refill ...]
+        [--refill top|after-s|after-softmax] [--define NAME=VAL ...]
+    python3 bench/dev/trace_ctas.py --write-source FILE [--no-trace] [--refill ...] [--define ...]
 
 --refill moves the main loop's refill of the ring (the copy of tile
 j + ST - 1, issued at the top of iteration j) after the S = QK^T tile or
 after the softmax: fewer bytes in flight while a tile's math runs, more
 while its P V runs, a copy depth between ST - 1 and ST - 2 tiles.
+--define puts a macro atop the source, for a compile-time switch an
+edited mainloop reads (#ifndef NAME, as kv-apart.diff's TT_KV_APART in
+bench/results/h200-2026-12-02/kv-apart-work-queue/): one build, one
+source a variant, no knob.
 --write-source writes the edited source and stops (for
 $TILETUNE_KERNEL_SOURCE in bench/inference/compare.py and the float64
 tests, to A/B the refill against the product's source).
@@ -72,8 +76,9 @@ def edit(text, old, new, what):
     return text.replace(old, new)
 
 
-def edited_source(trace=True, refill="top"):
-    root = open(os.path.join(SRC, "sdpa.cu")).read()
+def edited_source(trace=True, refill="top", defines=()):
+    root = "".join(f"#define {d.replace('=', ' ', 1)}\n" for d in defines)
+    root += open(os.path.join(SRC, "sdpa.cu")).read()
     main = open(os.path.join(SRC, "splitkv", "mainloop.cuh")).read()
     if trace:
         main = edit(main, HEAD, HEAD + "    unsigned long long tt_t0;\n"
@@ -101,12 +106,13 @@ def main():
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--config", action="append", default=[])
     ap.add_argument("--refill", default="top", choices=("top", "after-s", "after-softmax"))
+    ap.add_argument("--define", action="append", default=[], help="NAME=VAL atop the source (a knob's A/B)")
     ap.add_argument("--write-source", default=None)
     ap.add_argument("--no-trace", action="store_true")
     a = ap.parse_args()
     if a.write_source:
         with open(a.write_source, "w") as f:
-            f.write(edited_source(trace=not a.no_trace, refill=a.refill))
+            f.write(edited_source(trace=not a.no_trace, refill=a.refill, defines=a.define))
         return
     configs = a.config or [
         "family=splitkv,block_m=16,block_n=128,warps=4,stages=3,layout=pad,q_in_regs=1,split_ctas=0",
@@ -114,7 +120,7 @@ def main():
         "family=splitkv,block_m=16,block_n=64,warps=4,stages=2,layout=pad,q_in_regs=1,split_ctas=0",
     ]
     src = tempfile.NamedTemporaryFile("w", suffix=".cu", delete=False)
-    src.write(edited_source(refill=a.refill))
+    src.write(edited_source(refill=a.refill, defines=a.define))
     src.close()
     os.environ["TILETUNE_KERNEL_SOURCE"] = src.name
     sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -127,7 +133,7 @@ def main():
     k = torch.randn(B, Lk, HKV, D, device=dev, dtype=torch.bfloat16)
     v = torch.randn(B, Lk, HKV, D, device=dev, dtype=torch.bfloat16)
     print(f"B{B} Lk{Lk}, GQA {HQ}/{HKV}, d{D} bf16, cache [B, Lk, Hkv, D]; {a.calls} calls each; "
-          f"refill {a.refill}")
+          f"refill {a.refill}" + "".join(f", {d}" for d in a.define))
     for cfg in configs:
         calls = []
         for c in range(a.calls + 2):
