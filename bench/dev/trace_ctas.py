@@ -106,7 +106,8 @@ def main():
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--config", action="append", default=[])
     ap.add_argument("--refill", default="top", choices=("top", "after-s", "after-softmax"))
-    ap.add_argument("--define", action="append", default=[], help="NAME=VAL atop the source (a knob's A/B)")
+    ap.add_argument("--define", action="append", default=[],
+                    help="NAME=VAL atop the source (a compile-time switch A/B-ed without a knob)")
     ap.add_argument("--write-source", default=None)
     ap.add_argument("--no-trace", action="store_true")
     a = ap.parse_args()
