@@ -108,6 +108,10 @@ __device__ __forceinline__ void cp_async16(u32 saddr, const void *g, bool pred) 
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(g), "r"(pred ? 16 : 0));
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+/* a copy known in bounds: no source size to compute */
+__device__ __forceinline__ void cp_async16_all(u32 saddr, const void *g) {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(saddr), "l"(g));
+}
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 __device__ __forceinline__ void ldsm_x4(u32 addr, u32 &r0, u32 &r1, u32 &r2, u32 &r3) {
@@ -469,24 +473,57 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
     const int pmask = (1 << p.page_shift) - 1;
     const int Lk = sq.Lk;
     /* Tile j of keys into ring slot `slot`: each thread copies one chunk
-     * column of every RSTEP-th row; a paged row looks its page up once for
-     * both K and V. The main loop's copy is unrolled whole (rolled, batch 16
-     * over 32k keys ran 1.5% slower on the H200); the prologue's is a
-     * loop, and so is the prologue itself: code a CTA runs once is code it
-     * fetches cold (below). */
+     * column of every RSTEP-th row. The main loop's copy is unrolled whole
+     * (rolled, batch 16 over 32k keys ran 1.5% slower on the H200); the
+     * prologue's is a loop, and so is the prologue itself: code a CTA runs
+     * once is code it fetches cold (below). */
     auto load_kv = [&](int slot, int j, bool whole) {
         const int r0 = tid / CPR, c = tid % CPR;
         const u32 dk = sKV + 2 * slot * T_BYTES, o0 = soff(r0, c);
         /* each pass's rows share the swizzle when a pass is whole 8-row groups */
         constexpr bool same_swizzle = RSTEP % (8 * SW_ROWS) == 0;
         constexpr int IT = BN / RSTEP;
-        /* Paged: the page numbers of PG rows first (independent loads in
-         * flight together), then their copies; a lookup per copy waited one
-         * cache round trip per row (1.2-1.5x a contiguous cache on the H200).
-         * PG rows at a time: all of a tile's at once spilled the 32-row
-         * warps (two m tiles), and so did 4 (24 bytes): they take one; 16-row
-         * tiles of 128 keys spilled 12 bytes with 4 (ptxas keeps them at
-         * 168 registers): 2; sm_80's ptxas: 1. */
+        if (!paged) {
+            /* Contiguous: one pointer add a row. Each row's own 64-bit
+             * products, its page test and its clamp were 37 instructions a
+             * row, two thirds of the 16x128 decode loop's (ncu, H200): with
+             * one warp a scheduler, instructions the copy issues are time
+             * the tile's math waits. A tile past the keys' end (the last,
+             * and the prologue's) takes the predicated loop. */
+            const int n0 = j * BN + r0;
+            const u16 *kr = kb + (i64)n0 * p.k_row_stride + c * 8;
+            const u16 *vr = vb + (i64)n0 * p.v_row_stride + c * 8;
+            const i64 ks = (i64)RSTEP * p.k_row_stride, vs = (i64)RSTEP * p.v_row_stride;
+            if (whole && j * BN + BN <= Lk) {
+#pragma unroll
+                for (int it = 0; it < IT; ++it) {
+                    const u32 o = same_swizzle ? o0 + it * RSTEP * ROW_BYTES : soff(r0 + it * RSTEP, c);
+                    cp_async16_all(dk + o, kr);
+                    cp_async16_all(dk + T_BYTES + o, vr);
+                    kr += ks;
+                    vr += vs;
+                }
+            } else {
+#pragma unroll 1
+                for (int it = 0; it < IT; ++it) {
+                    const bool ok = n0 + it * RSTEP < Lk;
+                    const u32 o = soff(r0 + it * RSTEP, c);
+                    cp_async16(dk + o, ok ? kr : kb, ok);
+                    cp_async16(dk + T_BYTES + o, ok ? vr : vb, ok);
+                    kr += ks;
+                    vr += vs;
+                }
+            }
+            return;
+        }
+        /* Paged: a row looks its page up once for both K and V; the page
+         * numbers of PG rows first (independent loads in flight together),
+         * then their copies; a lookup per copy waited one cache round trip
+         * per row (1.2-1.5x a contiguous cache on the H200). PG rows at a
+         * time: all of a tile's at once spilled the 32-row warps (two m
+         * tiles), and so did 4 (24 bytes): they take one; 16-row tiles of
+         * 128 keys spilled 12 bytes with 4 (ptxas keeps them at 168
+         * registers): 2; sm_80's ptxas: 1. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
         constexpr int PG = 1;
 #else
@@ -494,27 +531,19 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
 #endif
         auto rows = [&](int i0) {
             int pg[PG];
-            if (paged) {
 #pragma unroll
-                for (int u = 0; u < PG; ++u) {
-                    const int n = j * BN + r0 + (i0 + u) * RSTEP;
-                    pg[u] = n < Lk ? table[n >> p.page_shift] : 0;
-                }
+            for (int u = 0; u < PG; ++u) {
+                const int n = j * BN + r0 + (i0 + u) * RSTEP;
+                pg[u] = n < Lk ? table[n >> p.page_shift] : 0;
             }
 #pragma unroll
             for (int u = 0; u < PG; ++u) {
                 const int it = i0 + u;
                 const int n = j * BN + r0 + it * RSTEP;
                 const bool ok = n < Lk;
-                i64 ko, vo;
-                if (paged) {
-                    const int pi = n & pmask;
-                    ko = (i64)pg[u] * p.k_batch_stride + pi * p.k_row_stride;
-                    vo = (i64)pg[u] * p.v_batch_stride + pi * p.v_row_stride;
-                } else {
-                    ko = n * p.k_row_stride;
-                    vo = n * p.v_row_stride;
-                }
+                const int pi = n & pmask;
+                const i64 ko = (i64)pg[u] * p.k_batch_stride + pi * p.k_row_stride;
+                const i64 vo = (i64)pg[u] * p.v_batch_stride + pi * p.v_row_stride;
                 const u32 o = same_swizzle ? o0 + it * RSTEP * ROW_BYTES : soff(r0 + it * RSTEP, c);
                 cp_async16(dk + o, ok ? kb + ko + c * 8 : kb, ok);
                 cp_async16(dk + T_BYTES + o, ok ? vb + vo + c * 8 : vb, ok);
