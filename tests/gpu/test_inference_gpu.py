@@ -1,7 +1,7 @@
 """Family splitkv on a GPU against torch in float64, sequence by sequence:
 a contiguous KV cache with per-sequence lengths, a paged cache (pages 16,
-64, 256, the page table shuffled), variable-length packed batches, GQA,
-causal none / top-left / bottom-right, empty and one-token sequences, split
+64, 256, the page table shuffled; pages over 4 GB apart), variable-length
+packed batches, GQA, causal none / top-left / bottom-right, empty and one-token sequences, split
 and unsplit launches, the dense tt_sdpa_fwd route, a CUDA graph capture,
 and layouts the kernel refuses; then all of it again in a second process
 with the balanced grid on (TILETUNE_SPLITKV_BALANCE=1: one wave of CTAs
@@ -166,6 +166,46 @@ def test_kvcache(paged_sizes=(0, 16, 64, 256)):
                                 for b in range(B):
                                     check(f"{name} seq{b}(len {lens[b]})", o[b], lse[b], refs[b][0], refs[b][1], dtype)
 
+
+def test_pages_far_apart():
+    """A paged cache whose two pages lie over 4 GB apart, shared by 264
+    sequences (so no launch splits them: every CTA copies most of its tiles
+    in the main loop, not the prologue): the page offsets need 64 bits, and
+    every sequence must read the same keys."""
+    torch.manual_seed(4)
+    dtype, D, Hq, Hkv, page, B = torch.bfloat16, 128, 4, 1, 1024, 264
+    psize = page * Hkv * D
+    gap = (1 << 31) + psize  # elements from one page's start to the next: over 4 GB of bf16
+    try:
+        buf = torch.empty(gap + psize, device=DEV, dtype=dtype)
+    except torch.cuda.OutOfMemoryError:
+        print("pages 4 GB apart: not checked, the GPU has no room for the 4 GB cache")
+        return
+    kp = buf.as_strided((2, page, Hkv, D), (gap, Hkv * D, D, 1))
+    vp = torch.empty(2, page, Hkv, D, device=DEV, dtype=dtype)
+    kc, vc = rnd(2 * page, Hkv, D, dtype=dtype), rnd(2 * page, Hkv, D, dtype=dtype)
+    # the table out of order: every sequence's first page is the cache's second
+    kp[1], kp[0] = kc[:page].view(page, Hkv, D), kc[page:].view(page, Hkv, D)
+    vp[1], vp[0] = vc[:page].view(page, Hkv, D), vc[page:].view(page, Hkv, D)
+    table = torch.tensor([[1, 0]] * B, dtype=torch.int32, device=DEV)
+    lens = [2 * page - b % 7 for b in range(B)]
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    for Lq in (1, 4):
+        q = rnd(B, Lq, Hq, D, dtype=dtype)
+        seqs = list(range(0, B, 37)) + [B - 1]
+        refs = {b: ref_seq(q[b], kc[:lens[b]], vc[:lens[b]], 2, 1.0 / math.sqrt(D)) for b in seqs}
+        for cfg in CONFIGS[:3]:
+            name = f"pages 4 GB apart Lq{Lq} cfg={cfg}"
+            try:
+                o, lse = tiletune.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=seqlens, block_table=table,
+                                                          causal=True, return_softmax_lse=True, config=cfg)
+            except Exception as e:  # noqa: BLE001
+                FAILS.append(f"{name}: raised {e}")
+                continue
+            for b in seqs:
+                check(f"{name} seq{b}", o[b], lse[b], *refs[b], dtype)
+    del buf, kp
+    torch.cuda.empty_cache()
 
 def test_varlen():
     torch.manual_seed(2)
@@ -387,6 +427,7 @@ if __name__ == "__main__":
     precompile()
     if quick != "2":
         test_kvcache((0, 16) if quick == "1" else (0, 16, 64, 256))
+        test_pages_far_apart()
     test_varlen()
     test_dense_route()
     test_balanced_grid()
