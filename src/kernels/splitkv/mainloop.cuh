@@ -321,57 +321,95 @@ __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row,
                                                      : "l"(src + lane + 32 * e));
         }
     };
-    float w[KS];
-#pragma unroll
-    for (int k = 0; k < KS; ++k) {
-        const int s = lane + 32 * k;
-        w[k] = s < nsplit ? ld_cg(p.lse_part + s * nrows + row) : neg_inf();
-    }
-    /* The first U splits' O in flight with the LSEs: the weights wait for
-     * the LSEs only (measured neutral on the H200 against LSEs first, then
-     * eight O a trip). */
-    issue(0);
-    float mx = neg_inf();
-#pragma unroll
-    for (int k = 0; k < KS; ++k) mx = fmaxf(mx, w[k]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    float sum = 0.f;
-#pragma unroll
-    for (int k = 0; k < KS; ++k) sum += w[k] == neg_inf() ? 0.f : ex2((w[k] - mx) * LOG2E);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const bool empty = mx == neg_inf() || !(sum > 0.f);
-    const float lse = empty ? p.lse_empty : mx + lg2(sum) * LN2;
-#pragma unroll
-    for (int k = 0; k < KS; ++k) w[k] = (empty || w[k] == neg_inf()) ? 0.f : ex2((w[k] - lse) * LOG2E);
-
     float4 o[PER];
+    float lse;
+    if (nsplit <= U) {
+        /* Up to U splits (batch-1 decode's 16): every lane loads every
+         * split's LSE (a broadcast: one line a load), in flight with the O
+         * loads, and reduces them itself. The path below's shuffles (two
+         * five-step chains, then one a split) lie on the merge's critical
+         * path: the batch-1 fused merge took 1.19 us there, 0.87 us here
+         * (globaltimer, H200). */
+        float l[U];
 #pragma unroll
-    for (int e = 0; e < PER; ++e) o[e] = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s0 = 0; s0 < nsplit; s0 += U) {
-        if (s0 > 0) issue(s0);
-        /* the weights of splits s0.. sit in lanes s0 % 32.. of w[0]: past
-         * each 32 splits the array moves down one (U divides 32, so a
-         * batch never straddles two; a select of w[s0 / 32] became an
-         * indexed load, and w went to the stack) */
-        if (s0 > 0 && (s0 & 31) == 0) {
+        for (int u = 0; u < U; ++u) l[u] = u < nsplit ? ld_cg(p.lse_part + u * nrows + row) : neg_inf();
+        issue(0);
+        float mx = neg_inf(), sum = 0.f;
 #pragma unroll
-            for (int k = 0; k + 1 < KS; ++k) w[k] = w[k + 1];
-        }
+        for (int u = 0; u < U; ++u) mx = fmaxf(mx, l[u]);
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            const int s = s0 + u;
-            float ws = __shfl_sync(0xffffffffu, w[0], s & 31);
-            if (s >= nsplit) ws = 0.f;
+            l[u] = l[u] == neg_inf() ? 0.f : ex2((l[u] - mx) * LOG2E);
+            sum += l[u];
+        }
+        const bool empty = mx == neg_inf() || !(sum > 0.f);
+        lse = empty ? p.lse_empty : mx + lg2(sum) * LN2;
+        const float inv = empty ? 0.f : 1.f / sum;
 #pragma unroll
-            for (int e = 0; e < PER; ++e)
+        for (int e = 0; e < PER; ++e) {
+            float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+            for (int u = 0; u < U; ++u)
                 if (lane + 32 * e < C4) {
-                    o[e].x = fmaf(ws, x[u][e].x, o[e].x);
-                    o[e].y = fmaf(ws, x[u][e].y, o[e].y);
-                    o[e].z = fmaf(ws, x[u][e].z, o[e].z);
-                    o[e].w = fmaf(ws, x[u][e].w, o[e].w);
+                    acc.x = fmaf(l[u], x[u][e].x, acc.x);
+                    acc.y = fmaf(l[u], x[u][e].y, acc.y);
+                    acc.z = fmaf(l[u], x[u][e].z, acc.z);
+                    acc.w = fmaf(l[u], x[u][e].w, acc.w);
                 }
+            o[e] = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+        }
+    } else {
+        float w[KS];
+#pragma unroll
+        for (int k = 0; k < KS; ++k) {
+            const int s = lane + 32 * k;
+            w[k] = s < nsplit ? ld_cg(p.lse_part + s * nrows + row) : neg_inf();
+        }
+        /* The first U splits' O in flight with the LSEs: the weights wait for
+         * the LSEs only (measured neutral on the H200 against LSEs first, then
+         * eight O a trip). */
+        issue(0);
+        float mx = neg_inf();
+#pragma unroll
+        for (int k = 0; k < KS; ++k) mx = fmaxf(mx, w[k]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        float sum = 0.f;
+#pragma unroll
+        for (int k = 0; k < KS; ++k) sum += w[k] == neg_inf() ? 0.f : ex2((w[k] - mx) * LOG2E);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        const bool empty = mx == neg_inf() || !(sum > 0.f);
+        lse = empty ? p.lse_empty : mx + lg2(sum) * LN2;
+#pragma unroll
+        for (int k = 0; k < KS; ++k) w[k] = (empty || w[k] == neg_inf()) ? 0.f : ex2((w[k] - lse) * LOG2E);
+
+#pragma unroll
+        for (int e = 0; e < PER; ++e) o[e] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int s0 = 0; s0 < nsplit; s0 += U) {
+            if (s0 > 0) issue(s0);
+            /* the weights of splits s0.. sit in lanes s0 % 32.. of w[0]: past
+             * each 32 splits the array moves down one (U divides 32, so a
+             * batch never straddles two; a select of w[s0 / 32] became an
+             * indexed load, and w went to the stack) */
+            if (s0 > 0 && (s0 & 31) == 0) {
+#pragma unroll
+                for (int k = 0; k + 1 < KS; ++k) w[k] = w[k + 1];
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int s = s0 + u;
+                float ws = __shfl_sync(0xffffffffu, w[0], s & 31);
+                if (s >= nsplit) ws = 0.f;
+#pragma unroll
+                for (int e = 0; e < PER; ++e)
+                    if (lane + 32 * e < C4) {
+                        o[e].x = fmaf(ws, x[u][e].x, o[e].x);
+                        o[e].y = fmaf(ws, x[u][e].y, o[e].y);
+                        o[e].z = fmaf(ws, x[u][e].z, o[e].z);
+                        o[e].w = fmaf(ws, x[u][e].w, o[e].w);
+                    }
+            }
         }
     }
     u16 *dst = (u16 *)p.o + b * p.o_batch_stride + (i64)i * p.o_row_stride + (i64)h * p.o_head_stride;
@@ -829,18 +867,24 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
     /* Fused merge: the last split of this (query block, KV head, sequence)
      * to finish merges all of them, so no second kernel is launched. Every
      * split that reaches here wrote its partial rows (an empty split writes
-     * LSE -inf); the counter goes back to 0 for the next launch. */
+     * LSE -inf); the counter goes back to 0 for the next launch.
+     * Ordering: the barrier puts every thread's partial stores before
+     * thread 0's counter update, whose release publishes them at GPU scope
+     * and whose acquire (in the last split) puts the other splits' stores
+     * before the barrier its merge waits on: the pattern of CUTLASS's
+     * semaphore. A fence.sc in every thread on both sides, as before, kept
+     * the last split 0.25 us longer (globaltimer trace, H200). */
     __shared__ int last;
-    __threadfence();
     __syncthreads();
     if (tid == 0) {
         int *ctr = p.counters + ((i64)un.b * p.heads_kv + un.hk) * p.qblocks + un.qb;
-        last = atomicAdd(ctr, 1) == nsplit - 1;
+        int old;
+        asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], 1;\n" : "=r"(old) : "l"(ctr) : "memory");
+        last = old == nsplit - 1;
         if (last) *ctr = 0;
     }
     __syncthreads();
     if (!last) return;
-    __threadfence();
     for (int r = warp; r < BM; r += NW) {
         const int pr = pr0 + r;
         if (pr >= rows) break;
