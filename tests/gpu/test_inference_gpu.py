@@ -1,11 +1,12 @@
 """Family splitkv on a GPU against torch in float64, sequence by sequence:
 a contiguous KV cache with per-sequence lengths, a paged cache (pages 16,
 64, 256, the page table shuffled; pages over 4 GB apart), variable-length
-packed batches, GQA, causal none / top-left / bottom-right, empty and one-token sequences, split
-and unsplit launches, the dense tt_sdpa_fwd route, a CUDA graph capture,
-and layouts the kernel refuses; then all of it again in a second process
-with the balanced grid on (TILETUNE_SPLITKV_BALANCE=1: one wave of CTAs
-over the (sequence, KV head) units laid end to end). Outputs are poisoned
+packed batches, GQA, causal none / top-left / bottom-right, empty and
+one-token sequences, split and unsplit launches, the dense tt_sdpa_fwd
+route, a CUDA graph capture, and layouts the kernel refuses; then all of
+it again in a second process with the balanced grid on
+(TILETUNE_SPLITKV_BALANCE=1: one wave of CTAs over the (sequence, KV head)
+units laid end to end). Outputs are poisoned
 (NaN) first, so a row the kernel does not write fails.
 
 Exits 77 (skipped) without torch or a GPU.
@@ -206,6 +207,7 @@ def test_pages_far_apart():
                 check(f"{name} seq{b}", o[b], lse[b], *refs[b], dtype)
     del buf, kp
     torch.cuda.empty_cache()
+
 
 def test_varlen():
     torch.manual_seed(2)
