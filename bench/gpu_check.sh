@@ -123,10 +123,13 @@ fi
 if has balance; then
   # the balanced grid (TILETUNE_SPLITKV_BALANCE=1) against splits of whole
   # units, the same build, alternating processes, on bench/inference's
-  # decode shapes (the default and two splitkv configs each)
-  for r in 1 2; do
-    TILETUNE_SPLITKV_BALANCE=0 timeout 80 python3 bench/inference/compare.py --tag whole >>"$out/balance-ab.txt" 2>&1
-    TILETUNE_SPLITKV_BALANCE=1 timeout 80 python3 bench/inference/compare.py --tag balanced >>"$out/balance-ab.txt" 2>&1
+  # decode shapes (BAL_SHAPES, B:Lk,...), the built-in default
+  # (BAL_CONFIGS, ';'-separated) and torch auto each, BAL_ROUNDS rounds
+  for r in $(seq "${BAL_ROUNDS:-2}"); do
+    for m in 0 1; do
+      TILETUNE_SPLITKV_BALANCE=$m timeout 120 python3 bench/inference/compare.py --tag "bal=$m" --torch \
+        --shapes "${BAL_SHAPES:-}" --configs "${BAL_CONFIGS:-default}" >>"$out/balance-ab.txt" 2>&1
+    done
   done
   sort -s -k2,3 "$out/balance-ab.txt" | cut -c1-160
   say "balanced grid A/B"

@@ -274,10 +274,14 @@ def test_balanced_grid():
     units and a unit's keys are split across CTAs at arbitrary tiles; with
     per-sequence lengths (short, empty and full sequences of the nominal
     one), paged and contiguous, the merge in the kernel and in the combine
-    kernel (32-row tile: 4 query tokens x group 8)."""
+    kernel (32-row tile: 4 query tokens x group 8). Batch 16 of 8 KV heads
+    is batch-16 decode's 128 units on more CTAs (the H200's 132 SMs), each
+    CTA within two units, on decode's own one-CTA-an-SM 16x128 tile."""
     torch.manual_seed(4)
     dtype = torch.bfloat16
-    for (B, Hq, Hkv, Lq, Lmax) in ((80, 16, 4, 1, 700), (9, 8, 1, 4, 5000), (33, 32, 8, 1, 2048)):
+    decode_tile = "family=splitkv,block_m=16,block_n=128,warps=4,stages=3,layout=pad,q_in_regs=1,split_ctas=0"
+    for (B, Hq, Hkv, Lq, Lmax) in ((80, 16, 4, 1, 700), (9, 8, 1, 4, 5000), (33, 32, 8, 1, 2048),
+                                   (16, 32, 8, 1, 4096)):
         lens = [(b * 977) % (Lmax + 1) for b in range(B)]
         lens[1] = Lmax
         lens[2] = 0
@@ -290,7 +294,7 @@ def test_balanced_grid():
             refs = {True: [ref_seq(q[b], kc[b, :lens[b]], vc[b, :lens[b]], causal, sc) for b in range(B)],
                     False: [ref_seq(q[b], kc[b], vc[b], causal, sc) for b in range(B)]}
             for with_lens in (True, False):
-                for cfg in (None, CONFIGS[1], CONFIGS[2]):
+                for cfg in (None, CONFIGS[1], CONFIGS[2], decode_tile):
                     name = f"balanced B{B} Hq{Hq}/{Hkv} Lq{Lq} Lk{Lmax} lens{with_lens} causal{causal} cfg={cfg}"
                     try:
                         o, lse = tiletune.flash_attn_with_kvcache(
