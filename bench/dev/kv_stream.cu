@@ -38,6 +38,8 @@
  * as a decode grid whose splits differ by unit would run.
  * `kv_stream hints`: the copy's L2 qualifiers (prefetch size, an
  * evict-first policy) and two CTAs an SM, as cuDNN's decode kernel runs.
+ * `kv_stream order`: the order each CTA walks its run in (from its start,
+ * rotated, odd CTAs backwards; and the CTAs side by side as a reference).
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -322,6 +324,21 @@ template <int BN, int ST> static void run_all() {
     }
 }
 
+/* The XOR-ed cp.async copy (128-byte L2 prefetch) of K and V tile t,
+ * 128 rows, into ring stage s: the 16x128 decode tile's copy */
+__device__ __forceinline__ void copy_xor128(uint4 *sm, const char *K, const char *V, long long t, int s) {
+    constexpr int TILE = 128 * D * 2, PER_THREAD = TILE / 16 / THREADS;
+    const char *k = K + t * TILE, *v = V + t * TILE;
+    const unsigned dk = smem_u32(sm) + (unsigned)(s * 2 * TILE), dv = dk + TILE;
+#pragma unroll
+    for (int i = 0; i < PER_THREAD; ++i) {
+        const int c = threadIdx.x + i * THREADS, r = c / (D / 8), ch = c % (D / 8);
+        const unsigned o = r * D * 2 + (ch ^ (r & 7)) * 16;
+        asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dk + o), "l"(k + c * 16));
+        asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dv + o), "l"(v + c * 16));
+    }
+}
+
 /* The tile a CTA streams next, or -1: a fixed run [t0, t1) when CHUNK is
  * 0 or negative, else chunks of CHUNK tiles taken from ctr[0] (thread 0
  * only). */
@@ -345,7 +362,7 @@ template <int CHUNK>
 __global__ void __launch_bounds__(THREADS)
     k_tail(const char *K, const char *V, long long tiles, unsigned long long *ctr, unsigned long long *when,
            unsigned *out) {
-    constexpr int BN = 128, ST = 3, TILE = BN * D * 2, PER_THREAD = TILE / 16 / THREADS, STILE = BN * D * 2;
+    constexpr int BN = 128, ST = 3, STILE = BN * D * 2;
     uint4 *sm = aligned_smem();
     __shared__ long long slot[ST]; /* the tile each ring stage holds or will hold */
     unsigned long long t_start;
@@ -366,19 +383,7 @@ __global__ void __launch_bounds__(THREADS)
         src.end = u * per + per * (c - f0 + 1) / (f1 - f0);
     }
     auto issue = [&](long long t, int s) {
-        if (t >= 0) {
-            const char *k = K + t * TILE, *v = V + t * TILE;
-            const unsigned dk = smem_u32(sm) + (unsigned)(s * 2 * STILE), dv = dk + STILE;
-#pragma unroll
-            for (int i = 0; i < PER_THREAD; ++i) {
-                const int c = threadIdx.x + i * THREADS, r = c / (D / 8), ch = c % (D / 8);
-                const unsigned o = r * D * 2 + (ch ^ (r & 7)) * 16;
-                asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dk + o),
-                             "l"(k + c * 16));
-                asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(dv + o),
-                             "l"(v + c * 16));
-            }
-        }
+        if (t >= 0) copy_xor128(sm, K, V, t, s);
         asm volatile("cp.async.commit_group;\n" ::);
     };
     if (threadIdx.x == 0)
@@ -481,6 +486,71 @@ static int tail_main(bool units) {
     return 0;
 }
 
+/* The order a CTA walks its fixed run in. Every decode CTA streams its
+ * own contiguous run (a unit: one batch x KV head's K and V), all starting
+ * at once at their runs' first tiles, so the 128 streams of the B16 x 32k
+ * grid stand 8 MiB apart at every moment. ORDER 0: each run from its
+ * start (splitkv's order); 1: each run rotated, CTA i starting i/G of the
+ * way in and wrapping (the streams' phases spread over the runs; softmax
+ * does not care where a run starts); 2: odd CTAs walk their runs
+ * backwards; 3: tile c + k G for CTA c (the CTAs side by side on one
+ * front: a reference no decode grid can take, one CTA a unit); 4, 5, 6:
+ * rotated by 37c tiles, by (c mod 8) eighths, by c tiles (mod the run). The
+ * XOR-ed cp.async copy of 128-row tiles, 3 stages, as k_tail. */
+template <int ORDER>
+__global__ void __launch_bounds__(THREADS) k_order(const char *K, const char *V, long long tiles, unsigned *out) {
+    constexpr int BN = 128, ST = 3, STILE = BN * D * 2;
+    uint4 *sm = aligned_smem();
+    const long long G = gridDim.x, c = blockIdx.x, t0 = tiles * c / G, t1 = tiles * (c + 1) / G;
+    const long long n = ORDER == 3 ? (tiles - c + G - 1) / G : t1 - t0;
+    const long long rot = ORDER == 1 ? n * c / G : ORDER == 4 ? c * 37 % n : ORDER == 5 ? (c & 7) * n / 8 : c % n;
+    auto tile_at = [&](long long j) -> long long {
+        if (ORDER == 1 || ORDER >= 4) return t0 + (j + rot) % n;
+        if (ORDER == 2 && (c & 1)) return t1 - 1 - j;
+        if (ORDER == 3) return c + j * G;
+        return t0 + j;
+    };
+    auto issue = [&](long long j, int s) {
+        if (j < n) copy_xor128(sm, K, V, tile_at(j), s);
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    for (int s = 0; s < ST - 1; ++s) issue(s, s);
+    unsigned acc = 0;
+    for (long long j = 0; j < n; ++j) {
+        const int s = (int)(j % ST);
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(ST - 2));
+        __syncthreads();
+        issue(j + ST - 1, (int)((j + ST - 1) % ST));
+        acc ^= fold<BN>(sm + (size_t)s * 2 * STILE / 16, sm + ((size_t)s * 2 + 1) * STILE / 16);
+    }
+    if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
+}
+
+template <int ORDER> static void order_one(const char *name, long long bytes, int ctas) {
+    constexpr int TILE = 128 * D * 2;
+    const size_t smem = 3 * 2 * (size_t)TILE + 1024;
+    CHECK(cudaFuncSetAttribute(k_order<ORDER>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const long long tiles = bytes / TILE;
+    const double ms = median_ms([&] { k_order<ORDER><<<ctas, THREADS, smem>>>(K, V, tiles, out); }, 30);
+    printf("%-16s %7.1f MB %4d CTAs: %8.4f ms %6.3f TB/s\n", name, 2.0 * bytes / 1e6, ctas, ms,
+           2.0 * bytes / (ms * 1e-3) / 1e12);
+}
+
+static int order_main() {
+    for (int round = 0; round < 3; ++round)
+        for (long long bytes : {256ll << 20, 1ll << 30})
+            for (int ctas : {128, sms}) {
+                order_one<0>("from the start", bytes, ctas);
+                order_one<1>("rotated", bytes, ctas);
+                order_one<2>("odd backwards", bytes, ctas);
+                order_one<3>("side by side", bytes, ctas);
+                order_one<4>("rotated 37c", bytes, ctas);
+                order_one<5>("rotated c%8 8ths", bytes, ctas);
+                order_one<6>("rotated c", bytes, ctas);
+            }
+    return 0;
+}
+
 /* The cp.async's cache qualifiers on the XOR-ed tile, 0.5 and 2 GiB: the
  * 128-byte L2 prefetch (splitkv's), none, 256 bytes, and an evict-first
  * L2 policy with and without the prefetch; one CTA an SM (128-row tiles,
@@ -534,6 +604,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && std::string(argv[1]) == "tail") return tail_main(false);
     if (argc > 1 && std::string(argv[1]) == "tail-units") return tail_main(true);
     if (argc > 1 && std::string(argv[1]) == "hints") return hints_main();
+    if (argc > 1 && std::string(argv[1]) == "order") return order_main();
     printf("K and V: %.2f GiB in all, %d SMs\n", 2.0 * BYTES / (1 << 30), sms);
     run_all<64, 2>(); /* 32 KiB: the decode default's tile, several CTAs an SM */
     run_all<64, 4>();
