@@ -11,9 +11,11 @@
 #   STEPS=tail bash bench/gpu_check.sh     # a stream's last CTAs: fixed runs against a tile counter
 #   STEPS=tail TAIL_MODE=tail-units bash bench/gpu_check.sh   # every SM busy, each CTA within one unit
 #   STEPS=tail TAIL_MODE=hints bash bench/gpu_check.sh        # the copy's L2 qualifiers, two CTAs an SM
+#   STEPS=tail TAIL_MODE=order bash bench/gpu_check.sh        # the order each CTA walks its run in
 #   STEPS=l2 bash bench/gpu_check.sh       # ncu: L2 sectors the decode kernel asks for, against cuDNN's
 #   STEPS=instep bash bench/gpu_check.sh   # decode after a 64 MB projection (code and weights cold)
 #   STEPS=trim bash bench/gpu_check.sh     # short splits' shared memory trimmed to their tiles, A/B
+#   STEPS=rotate bash bench/gpu_check.sh   # runs started c tiles in against from their first tile, A/B
 #   STEPS=cross bash bench/gpu_check.sh    # decode keys tuned at batch 1 and 64, each winner at both
 #   STEPS=rows ROWS_KEYS=128:2:4096:8 ROWS_CONFIGS="block_m=16,..." bash bench/gpu_check.sh  # default rows
 #
@@ -120,19 +122,32 @@ if has rows; then
   echo "default rows: rc=$?"; tail -20 "$out/default-rows.log"
   say "default rows"
 fi
-if has balance; then
-  # the balanced grid (TILETUNE_SPLITKV_BALANCE=1) against splits of whole
-  # units, the same build, alternating processes, on bench/inference's
-  # decode shapes (BAL_SHAPES, B:Lk,...), the built-in default
-  # (BAL_CONFIGS, ';'-separated) and torch auto each, BAL_ROUNDS rounds
-  for r in $(seq "${BAL_ROUNDS:-2}"); do
+# A launch switch's A/B: compare.py --torch with VAR=0 and VAR=1 in
+# alternating processes of the same build, ROUNDS rounds over
+# bench/inference's decode shapes (SHAPES, B:Lk,...; empty: its own), the
+# configs (';'-separated) and torch auto each, into $out/FILE
+switch_ab() {
+  local var=$1 tag=$2 file=$3 shapes=$4 cfgs=$5 rounds=$6
+  for r in $(seq "$rounds"); do
     for m in 0 1; do
-      TILETUNE_SPLITKV_BALANCE=$m timeout 120 python3 bench/inference/compare.py --tag "bal=$m" --torch \
-        --shapes "${BAL_SHAPES:-}" --configs "${BAL_CONFIGS:-default}" >>"$out/balance-ab.txt" 2>&1
+      env "$var=$m" timeout 120 python3 bench/inference/compare.py --tag "$tag=$m" --torch \
+        --shapes "$shapes" --configs "$cfgs" >>"$out/$file" 2>&1
     done
   done
-  sort -s -k2,3 "$out/balance-ab.txt" | cut -c1-160
+  sort -s -k2,3 "$out/$file" | cut -c1-160
+}
+if has balance; then
+  # the balanced grid (TILETUNE_SPLITKV_BALANCE=1) against splits of whole
+  # units (BAL_SHAPES, BAL_CONFIGS, BAL_ROUNDS)
+  switch_ab TILETUNE_SPLITKV_BALANCE bal balance-ab.txt "${BAL_SHAPES:-}" "${BAL_CONFIGS:-default}" "${BAL_ROUNDS:-2}"
   say "balanced grid A/B"
+fi
+if has rotate; then
+  # each CTA of a contiguous cache starting its run c tiles in (the
+  # default) against from its first tile, TILETUNE_SPLITKV_ROTATE=0
+  # (ROT_SHAPES, ROT_CONFIGS, ROT_ROUNDS)
+  switch_ab TILETUNE_SPLITKV_ROTATE rot rotate-ab.txt "${ROT_SHAPES:-}" "${ROT_CONFIGS:-default}" "${ROT_ROUNDS:-3}"
+  say "run order A/B"
 fi
 if has trim; then
   # launches with the ring's slots a split fills (TILETUNE_SPLITKV_TRIM)

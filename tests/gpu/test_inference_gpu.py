@@ -2,8 +2,8 @@
 a contiguous KV cache with per-sequence lengths, a paged cache (pages 16,
 64, 256, the page table shuffled; pages over 4 GB apart), variable-length
 packed batches, GQA, causal none / top-left / bottom-right, empty and
-one-token sequences, split and unsplit launches, the dense tt_sdpa_fwd
-route, a CUDA graph capture, and layouts the kernel refuses; then all of
+one-token sequences, split and unsplit launches, runs of key tiles
+started mid-run, the dense tt_sdpa_fwd route, a CUDA graph capture, and layouts the kernel refuses; then all of
 it again in a second process with the balanced grid on
 (TILETUNE_SPLITKV_BALANCE=1: one wave of CTAs over the (sequence, KV head)
 units laid end to end). Outputs are poisoned
@@ -308,6 +308,55 @@ def test_balanced_grid():
                         check(f"{name} seq{b}(len {lens[b] if with_lens else Lmax})", o[b], lse[b], ro, rl, dtype)
 
 
+def test_run_order():
+    """Grids of at most two splits a unit start each CTA's run of key tiles
+    (a contiguous cache's) 37c tiles in and wrap, so a run's tile past the
+    keys' end, its masked tiles and its first tile come in any order.
+    Batch 24 and 8 of 8 KV heads (192 and 64 units), lengths that end
+    mid-tile, 1 and 3 query tokens, causal none / top-left / bottom-right,
+    the KV-cache route and the dense one."""
+    torch.manual_seed(5)
+    dtype = torch.bfloat16
+    decode_tile = "family=splitkv,block_m=16,block_n=128,warps=4,stages=3,layout=pad,q_in_regs=1,split_ctas=0"
+    Hq, Hkv, D = 32, 8, 128
+    sc = 1.0 / math.sqrt(D)
+    for (B, Lmax) in ((24, 3000), (8, 9000)):
+        lens = [Lmax - (b * 613) % 1500 for b in range(B)]
+        seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+        kc = rnd(B, Lmax, Hkv, D, dtype=dtype)
+        vc = rnd(B, Lmax, Hkv, D, dtype=dtype)
+        for Lq in (1, 3):
+            q = rnd(B, Lq, Hq, D, dtype=dtype)
+            for causal in (0, 1, 2):
+                refs = [ref_seq(q[b], kc[b, :lens[b]], vc[b, :lens[b]], causal, sc) for b in range(B)]
+                for cfg in (None, decode_tile):
+                    name = f"run order B{B} Lq{Lq} Lk{Lmax} causal{causal} cfg={cfg}"
+                    try:
+                        o, lse = tiletune.flash_attn_with_kvcache(
+                            q, kc, vc, cache_seqlens=seqlens, causal=causal > 0,
+                            causal_align="top_left" if causal == 1 else "bottom_right",
+                            return_softmax_lse=True, config=cfg)
+                    except Exception as e:  # noqa: BLE001
+                        FAILS.append(f"{name}: raised {e}")
+                        continue
+                    for b in range(B):
+                        check(f"{name} seq{b}(len {lens[b]})", o[b], lse[b], refs[b][0], refs[b][1], dtype)
+    B, Lk = 16, 4000
+    q = rnd(B, Hq, 1, D, dtype=dtype)
+    k = rnd(B, Hkv, Lk, D, dtype=dtype)
+    v = rnd(B, Hkv, Lk, D, dtype=dtype)
+    for cfg in (None, decode_tile):
+        name = f"run order dense B{B} Lk{Lk} cfg={cfg}"
+        try:
+            o, lse = tiletune.sdpa(q, k, v, enable_gqa=True, config=cfg, return_lse=True)
+        except Exception as e:  # noqa: BLE001
+            FAILS.append(f"{name}: raised {e}")
+            continue
+        for b in range(B):
+            ro, rl = ref_seq(q[b].transpose(0, 1), k[b].transpose(0, 1), v[b].transpose(0, 1), 0, sc)
+            check(f"{name} b{b}", o[b].transpose(0, 1), lse[b], ro, rl, dtype)
+
+
 def test_graph_capture():
     """A split launch captured into a CUDA graph and replayed: on a stream
     that ran it before (its workspace reused), and on a fresh stream with
@@ -437,6 +486,7 @@ if __name__ == "__main__":
     test_varlen()
     test_dense_route()
     test_balanced_grid()
+    test_run_order()
     if quick != "2":
         test_graph_capture()
         test_refusals()

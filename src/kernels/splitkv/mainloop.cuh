@@ -596,6 +596,26 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
             for (int i0 = 0; i0 < IT; i0 += PG) rows(i0);
         }
     };
+    /* Where in its run the CTA starts (p.rotate). Every CTA of a
+     * contiguous cache streams its own run of tiles; from their first
+     * tiles all at once, the 128 runs of batch 16 x 8 KV heads over 32k
+     * keys stand 8 MiB apart at every moment, and on the H200 both the copy
+     * alone (bench/dev/kv_stream.cu `order`) and this kernel streamed
+     * 0.3-0.9% slower that way than with run c started 37c tiles in (mod
+     * its length: an odd step scatters neighbouring CTAs' starts over a
+     * power-of-two run; docs/perf.md). The online softmax takes the tiles
+     * in any order; masks and copies go by the tile's own index. */
+    const int len = t_end - t_begin;
+    int rot = 0;
+    if (p.rotate && un.a < 0 && len > 1) {
+        /* wraps past 2^32 CTAs: any offset serves */
+        const unsigned c = ((unsigned)un.b * p.heads_kv + un.hk) * un.nsplit + un.split;
+        rot = (int)(37u * c % (unsigned)len);
+    }
+    auto tile_at = [&](int i) {
+        const int x = i + rot;
+        return t_begin + (x < len ? x : x - len);
+    };
     /* The prologue's tiles, a loop over one rolled copy: a decode split of
      * one or two tiles runs only this, and once. Unrolled (two copies of
      * the copy, each unrolled), the 16x128 decode program was 124 KB of
@@ -607,7 +627,7 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
      * loop (ptxas' main loop, not the prologue's work; docs/perf.md). */
 #pragma unroll 1
     for (int i = 0; i < ST - 1; ++i) {
-        if (t_begin + i < t_end) load_kv(i, t_begin + i, false);
+        if (i < len) load_kv(i, tile_at(i), false);
         cp_commit(); /* empty groups keep the wait counts uniform */
     }
 
@@ -653,11 +673,11 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
         row_l[mi][0] = row_l[mi][1] = 0.f;
     }
 
-    for (int j = t_begin; j < t_end; ++j) {
-        const int jj = j - t_begin;
+    for (int jj = 0; jj < len; ++jj) {
+        const int j = tile_at(jj);
         cp_wait<ST - 2>(); /* tile j landed */
         __syncthreads();   /* and every warp is done with the slot refilled next */
-        if (j + ST - 1 < t_end) load_kv((jj + ST - 1) % ST, j + ST - 1, true);
+        if (jj + ST - 1 < len) load_kv((jj + ST - 1) % ST, tile_at(jj + ST - 1), true);
         cp_commit();
         const u32 cK = sKV + 2 * (jj % ST) * T_BYTES + wk * WN * ROW_BYTES, cV = cK + T_BYTES;
         /* Warps whose rows are all past this sequence's (a short sequence

@@ -86,6 +86,10 @@ typedef struct tt_splitkv_params {
                                 CTAs; `splits` is then the most CTAs one unit
                                 spans; 0: the grid of query blocks x splits */
     int bal_tiles;           /* balanced: key tiles of every unit */
+    int rotate;              /* 1: a contiguous cache's CTA c starts its run of
+                                tiles 37c mod (the run's length) tiles in and
+                                wraps, c = (b * heads_kv + hk) * splits +
+                                split (mainloop.cuh) */
     float scale, scale_log2;
     float lse_empty;         /* LSE of a row that sees no key: +inf for the
                                 KV-cache and varlen entry points (flash-attn's),
