@@ -335,7 +335,10 @@ TT_EXPORT int tt_sdpa_default_config_at(const tt_key_v2 *key, int device, int64_
  * contiguous [batch, seqlen_k, heads_kv, head_dim] or paged [num_pages,
  * page_size, heads_kv, head_dim] with block_table [batch, max_pages]; all
  * by strides (batch, head, row; for a paged cache the first is the page
- * stride). Zero the struct before filling it in. */
+ * stride). Zero the struct before filling it in. With no config, a
+ * contiguous cache and no cache_seqlens, the call runs where tt_sdpa_fwd
+ * would run the same tensors (a dense family for a long chunk; then no
+ * workspace), unless some row sees no key. */
 typedef struct tt_sdpa_kvcache_args {
     const void *q;
     const void *k_cache, *v_cache;

@@ -10,7 +10,9 @@ bottom-right alignment (query i sees keys j <= i + Lk - Lq). Arguments
 flash-attn has and this kernel does not serve (appending to the cache,
 rotary, windows, softcap, ALiBi, dropout) are refused with a clear error
 rather than ignored. Both run family splitkv (libtiletune's
-tt_sdpa_fwd_kvcache / tt_sdpa_fwd_varlen) on torch's current stream.
+tt_sdpa_fwd_kvcache / tt_sdpa_fwd_varlen) on torch's current stream; a
+contiguous cache of one length for all (cache_seqlens None or an int) runs
+where tiletune.sdpa would, a dense family for a long chunk.
 """
 
 import ctypes
@@ -179,6 +181,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if k_cache.shape[0] != B:
             raise ValueError(f"k_cache batch {k_cache.shape[0]} != q batch {B} (cache_batch_idx is not supported)")
         Lk = k_cache.shape[1]
+    if isinstance(cache_seqlens, int) and block_table is None and 0 < cache_seqlens <= Lk:
+        # one length for all: the cache's first rows, a dense problem that
+        # libtiletune may run on a dense family (a long chunk)
+        Lk, cache_seqlens = cache_seqlens, None
     if cache_seqlens is not None:
         if isinstance(cache_seqlens, int):
             cache_seqlens = torch.full((B,), cache_seqlens, dtype=torch.int32, device=dev)

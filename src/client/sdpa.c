@@ -60,7 +60,8 @@ int tt_sdpa_fwd(const tt_sdpa_args *a, char *err, size_t errlen) {
     return tt__sdpa_launch(&t, a, &cfg, err, errlen);
 }
 
-/* ---- inference: KV caches and variable-length batches (family splitkv) ---- */
+/* ---- inference: KV caches and variable-length batches (family splitkv;
+ * a dense KV cache where tt_sdpa_fwd would run a dense family) ---- */
 
 /* The caller's config, else a tuned splitkv record for the key, else the
  * built-in default for the call's packed rows. */
@@ -91,10 +92,52 @@ static int run_splitkv(const tt__splitkv_target *t, const tt_config *given, void
     return tt__splitkv_run(t, &cfg, ws, ws_len, stream, ws_bytes, err, errlen);
 }
 
+/* A contiguous cache without per-sequence lengths is tt_sdpa_fwd's dense
+ * problem, strides and all. Where the config tt_sdpa_fwd would choose for
+ * it is of a dense family (a chunk of many query rows: ws on sm_90, 2.3x
+ * splitkv's mma tiles at 512 tokens over 8k-32k keys on the H200), the
+ * call runs there: 1 with *cfg and *dt filled. Not with a caller's config
+ * (a splitkv schedule to run), nor where a row can see no key: this entry
+ * point gives such rows LSE +inf (flash-attn's), the dense families -inf.
+ * Any failure of the probe leaves the call to splitkv, which reports it. */
+static int dense_route(const tt_sdpa_kvcache_args *a, const tt__splitkv_target *t, tt_sdpa_args *d,
+                       tt_config *cfg, tt__sdpa_target *dt) {
+    if (a->config || a->block_table || a->cache_seqlens || a->seqlen_k < 1 ||
+        (a->causal == 2 && a->seqlen_q > a->seqlen_k))
+        return 0;
+    *d = (tt_sdpa_args){.q = a->q,
+                        .k = a->k_cache,
+                        .v = a->v_cache,
+                        .o = a->o,
+                        .lse = a->lse,
+                        .batch = a->batch,
+                        .heads_q = a->heads_q,
+                        .heads_kv = a->heads_kv,
+                        .seqlen_q = a->seqlen_q,
+                        .seqlen_k = a->seqlen_k,
+                        .head_dim = a->head_dim,
+                        .dtype = a->dtype,
+                        .causal = a->causal,
+                        .scale = a->scale,
+                        .stream = a->stream};
+    memcpy(d->q_stride, a->q_stride, sizeof d->q_stride);
+    memcpy(d->k_stride, a->k_stride, sizeof d->k_stride);
+    memcpy(d->v_stride, a->v_stride, sizeof d->v_stride);
+    memcpy(d->o_stride, a->o_stride, sizeof d->o_stride);
+    memcpy(d->lse_stride, a->lse_stride, sizeof d->lse_stride);
+    char scratch[256];
+    return choose_config(d, &t->limits, cfg, scratch, sizeof scratch) == 0 &&
+           cfg->family != TT_FAMILY_SPLITKV && tt__sdpa_target_of(d, dt, scratch, sizeof scratch) == 0;
+}
+
 int tt_sdpa_fwd_kvcache(const tt_sdpa_kvcache_args *a, char *err, size_t errlen) {
     tt__splitkv_target t;
     int rc = tt__splitkv_kvcache_target(a, &t, err, errlen);
     if (rc < 0) return rc;
+    tt_sdpa_args d;
+    tt_config cfg;
+    tt__sdpa_target dt;
+    if (dense_route(a, &t, &d, &cfg, &dt)) return tt__sdpa_launch(&dt, &d, &cfg, err, errlen);
     return run_splitkv(&t, a->config, a->workspace, a->workspace_bytes, a->stream, NULL, err, errlen);
 }
 
@@ -110,6 +153,13 @@ int tt_sdpa_fwd_kvcache_workspace(const tt_sdpa_kvcache_args *a, size_t *bytes, 
     tt__splitkv_target t;
     int rc = tt__splitkv_kvcache_target(a, &t, err, errlen);
     if (rc < 0) return rc;
+    tt_sdpa_args d;
+    tt_config cfg;
+    tt__sdpa_target dt;
+    if (dense_route(a, &t, &d, &cfg, &dt)) { /* the dense families split nothing */
+        *bytes = 0;
+        return 0;
+    }
     return run_splitkv(&t, a->config, NULL, 0, NULL, bytes, err, errlen);
 }
 

@@ -357,6 +357,43 @@ def test_run_order():
             check(f"{name} b{b}", o[b].transpose(0, 1), lse[b], ro, rl, dtype)
 
 
+def test_kvcache_dense_route():
+    """A contiguous cache of one length for all (cache_seqlens None or an
+    int) is tt_sdpa_fwd's dense problem: a chunk of 512 tokens runs where
+    tiletune.sdpa would (a dense family on sm_90: the same output, bit for
+    bit, from the same strided views), the cache's first rows when the
+    length is an int; where a row sees no key (bottom-right, more queries
+    than keys) it stays on splitkv, whose LSE for such rows is +inf."""
+    torch.manual_seed(6)
+    cases = ((torch.bfloat16, 128, 1, 32, 8, 8192, 512, None), (torch.bfloat16, 128, 2, 16, 4, 3000, 512, 2500),
+             (torch.bfloat16, 128, 2, 16, 4, 3000, 300, 200), (torch.float16, 64, 2, 8, 8, 3000, 512, None))
+    for (dtype, D, B, Hq, Hkv, Lmax, Lq, lens) in cases:
+        sc = 1.0 / math.sqrt(D)
+        kc = rnd(B, Lmax, Hkv, D, dtype=dtype)
+        vc = rnd(B, Lmax, Hkv, D, dtype=dtype)
+        Lk = Lmax if lens is None else lens
+        q = rnd(B, Lq, Hq, D, dtype=dtype)
+        for causal in (0, 1, 2):
+            name = f"kvcache dense {dtype} D{D} B{B} Hq{Hq}/{Hkv} Lq{Lq} Lk{Lk} causal{causal}"
+            try:
+                o, lse = tiletune.flash_attn_with_kvcache(
+                    q, kc, vc, cache_seqlens=lens, causal=causal > 0,
+                    causal_align="top_left" if causal == 1 else "bottom_right", return_softmax_lse=True)
+            except Exception as e:  # noqa: BLE001
+                FAILS.append(f"{name}: raised {e}")
+                continue
+            for b in range(B):
+                ro, rl = ref_seq(q[b], kc[b, :Lk], vc[b, :Lk], causal, sc)
+                check(f"{name} seq{b}", o[b], lse[b], ro, rl, dtype)
+            if B == 1 and causal < 2:
+                CHECKS[0] += 1
+                od = tiletune.sdpa(q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2),
+                                   is_causal=causal == 1, enable_gqa=True).transpose(1, 2)
+                if not torch.equal(o, od):
+                    FAILS.append(f"{name}: not tiletune.sdpa's output (max diff "
+                                 f"{(o.float() - od.float()).abs().max().item():.3g}): not the dense route")
+
+
 def test_graph_capture():
     """A split launch captured into a CUDA graph and replayed: on a stream
     that ran it before (its workspace reused), and on a fresh stream with
@@ -487,6 +524,7 @@ if __name__ == "__main__":
     test_dense_route()
     test_balanced_grid()
     test_run_order()
+    test_kvcache_dense_route()
     if quick != "2":
         test_graph_capture()
         test_refusals()
