@@ -7,9 +7,12 @@ each build compiles its own cubins):
 
 or one build under two settings of a launch switch (TILETUNE_SPLITKV_*),
 alternating processes. Each prints, per decode shape of
-bench/inference/decode.py (or --shapes B:Lk,...), the built-in default's
+bench/inference/decode.py (--kinds decode,spec,chunk picks its sets; or
+--shapes B:Lk,... one query token, B:Lq:Lk,...), the built-in default's
 and the listed configs' (or --configs "a;b", "default" for the built-in)
-CUDA-graph median (ms, L2 cold); --torch adds torch auto's."""
+CUDA-graph median (ms, L2 cold) through the KV-cache entry point; --torch
+adds torch auto's, --dense the built-in default through tiletune.sdpa
+(the dense families may take the key)."""
 
 import argparse
 import os
@@ -28,26 +31,32 @@ CONFIGS = [None,
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tag", default="")
-    ap.add_argument("--shapes", default="", help="B:Lk,... decode shapes (default: decode.py's)")
+    ap.add_argument("--shapes", default="", help="B:Lk or B:Lq:Lk,... (default: decode.py's of --kinds)")
+    ap.add_argument("--kinds", default="decode", help="decode.py's shape sets: decode,spec,chunk")
     ap.add_argument("--configs", default="", help="';'-separated configs, 'default' for the built-in")
     ap.add_argument("--torch", action="store_true", help="torch auto's time too")
+    ap.add_argument("--dense", action="store_true", help="tiletune.sdpa's built-in default too")
     a = ap.parse_args()
-    shapes = [(B, Lq, Lk) for (kind, B, Lq, Lk) in decode.SHAPES if kind == "decode"]
+    kinds = a.kinds.split(",")
+    shapes = [(B, Lq, Lk) for (kind, B, Lq, Lk) in decode.SHAPES if kind in kinds]
     if a.shapes:
-        shapes = [(int(x.split(":")[0]), 1, int(x.split(":")[1])) for x in a.shapes.split(",")]
+        parts = [[int(v) for v in x.split(":")] for x in a.shapes.split(",")]
+        shapes = [(p[0], 1, p[1]) if len(p) == 2 else tuple(p) for p in parts]
     configs = CONFIGS
     if a.configs:
         configs = [None if c == "default" else c for c in a.configs.split(";")]
     for (B, Lq, Lk) in shapes:
         kvbytes = 2 * B * decode.HKV * Lk * decode.D * 2
         sets = decode.make_inputs(B, Lq, Lk, decode.copies_for(kvbytes))
-        if a.torch:
-            t = decode.safe(decode.graph_time, [decode.torch_fn(None, *s) for s in sets])
-            print(f"{a.tag} B{B} Lk{Lk} torch-auto: {t:.4f} ms {kvbytes / (t * 1e-3) / 1e12:.2f} TB/s", flush=True)
-        for c in configs:
-            t = decode.safe(decode.graph_time, [decode.tt_fn(c, *s) for s in sets])
-            print(f"{a.tag} B{B} Lk{Lk} {c or 'default'}: {t:.4f} ms {kvbytes / (t * 1e-3) / 1e12:.2f} TB/s",
-                  flush=True)
+        # one query token keeps the decode lines' old form
+        name = f"B{B} Lk{Lk}" if Lq == 1 else f"B{B} Lq{Lq} Lk{Lk}"
+        runs = [("torch-auto", [decode.torch_fn(None, *s) for s in sets])] if a.torch else []
+        runs += [(c or "default", [decode.tt_fn(c, *s) for s in sets]) for c in configs]
+        if a.dense:
+            runs.append(("dense-default", [decode.tt_dense_fn(None, *s) for s in sets]))
+        for label, fns in runs:
+            t = decode.safe(decode.graph_time, fns)
+            print(f"{a.tag} {name} {label}: {t:.4f} ms {kvbytes / (t * 1e-3) / 1e12:.2f} TB/s", flush=True)
         del sets
 
 
