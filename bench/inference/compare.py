@@ -12,16 +12,28 @@ bench/inference/decode.py (--kinds decode,spec,chunk picks its sets; or
 and the listed configs' (or --configs "a;b", "default" for the built-in)
 CUDA-graph median (ms, L2 cold) through the KV-cache entry point; --torch
 adds torch auto's, --dense the built-in default through tiletune.sdpa
-(the dense families may take the key)."""
+(the dense families may take the key); --dense-configs "a;b" the listed
+dense-family configs through tiletune.sdpa.
+
+--interleave R times every run of a shape in R rounds of one replay each,
+the order rotated every round, after --heat seconds of replaying them all:
+a compute-bound kernel's clock falls under the power cap within a second
+of load, so one run timed right after an idle gap (the first of a process)
+reads up to 10% faster than the same kernel timed after another. It
+prints each run's median and range and, with --torch, the median over
+rounds of torch auto's time / the run's in the same round."""
 
 import argparse
 import os
+import statistics
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import decode  # noqa: E402
+import torch  # noqa: E402
 
 CONFIGS = [None,
            "family=splitkv,block_m=16,block_n=64,warps=4,stages=2,layout=pad,q_in_regs=1,split_ctas=0",
@@ -36,6 +48,9 @@ def main():
     ap.add_argument("--configs", default="", help="';'-separated configs, 'default' for the built-in")
     ap.add_argument("--torch", action="store_true", help="torch auto's time too")
     ap.add_argument("--dense", action="store_true", help="tiletune.sdpa's built-in default too")
+    ap.add_argument("--interleave", type=int, default=0, help="rounds of interleaved replays (0: one run after another)")
+    ap.add_argument("--heat", type=float, default=2.0, help="seconds of load before interleaved rounds")
+    ap.add_argument("--dense-configs", default="", help="';'-separated configs through tiletune.sdpa")
     a = ap.parse_args()
     kinds = a.kinds.split(",")
     shapes = [(B, Lq, Lk) for (kind, B, Lq, Lk) in decode.SHAPES if kind in kinds]
@@ -54,10 +69,40 @@ def main():
         runs += [(c or "default", [decode.tt_fn(c, *s) for s in sets]) for c in configs]
         if a.dense:
             runs.append(("dense-default", [decode.tt_dense_fn(None, *s) for s in sets]))
-        for label, fns in runs:
-            t = decode.safe(decode.graph_time, fns)
-            print(f"{a.tag} {name} {label}: {t:.4f} ms {kvbytes / (t * 1e-3) / 1e12:.2f} TB/s", flush=True)
+        runs += [("dense:" + c, [decode.tt_dense_fn(c, *s) for s in sets]) for c in a.dense_configs.split(";") if c]
+        if a.interleave:
+            interleaved(a, name, kvbytes, runs)
+        else:
+            for label, fns in runs:
+                t = decode.safe(decode.graph_time, fns)
+                print(f"{a.tag} {name} {label}: {t:.4f} ms {kvbytes / (t * 1e-3) / 1e12:.2f} TB/s", flush=True)
         del sets
+
+
+def interleaved(a, name, kvbytes, runs):
+    graphs = []
+    for label, fns in runs:
+        g = decode.safe(decode.make_graph, fns)
+        if isinstance(g, tuple):
+            graphs.append((label, g))
+    t0 = time.time()
+    while time.time() - t0 < a.heat:
+        for _, (g, calls) in graphs:
+            g.replay()
+        torch.cuda.synchronize()
+    per = {label: [] for label, _ in graphs}
+    for r in range(a.interleave):
+        k = r % len(graphs)
+        for label, (g, calls) in graphs[k:] + graphs[:k]:
+            per[label].append(decode.replay_ms(g, calls))
+    auto = per.get("torch-auto")
+    for label, ts in per.items():
+        m = statistics.median(ts)
+        line = (f"{a.tag} {name} {label}: {m:.4f} ms {kvbytes / (m * 1e-3) / 1e12:.2f} TB/s"
+                f" (range {min(ts):.4f}-{max(ts):.4f}, {len(ts)} rounds)")
+        if auto and label != "torch-auto":
+            line += f" torch-auto/this {statistics.median(x / y for x, y in zip(auto, ts)):.4f}"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -77,9 +77,9 @@ def copies_for(nbytes):
     return max(1, min(64, math.ceil((256 << 20) / max(1, nbytes))))
 
 
-def graph_time(fns, reps=5, min_calls=20):
-    """fns: callables, one per input copy. Median ms per call over replays of
-    a graph running them back to back (a few rounds)."""
+def make_graph(fns, min_calls=20):
+    """fns: callables, one per input copy. A CUDA graph running them back
+    to back (a few rounds), warmed up and replayed once: (graph, calls)."""
     rounds = max(1, math.ceil(min_calls / len(fns)))
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -95,15 +95,23 @@ def graph_time(fns, reps=5, min_calls=20):
     torch.cuda.synchronize()
     g.replay()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) / (rounds * len(fns)))
-    ts.sort()
+    return g, rounds * len(fns)
+
+
+def replay_ms(g, calls):
+    """One timed replay of a graph of `calls` calls: ms per call."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    g.replay()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / calls
+
+
+def graph_time(fns, reps=5, min_calls=20):
+    """Median ms per call over replays of make_graph's graph."""
+    g, calls = make_graph(fns, min_calls)
+    ts = sorted(replay_ms(g, calls) for _ in range(reps))
     del g
     return ts[len(ts) // 2]
 
