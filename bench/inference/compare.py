@@ -16,24 +16,19 @@ adds torch auto's, --dense the built-in default through tiletune.sdpa
 dense-family configs through tiletune.sdpa.
 
 --interleave R times every run of a shape in R rounds of one replay each,
-the order rotated every round, after --heat seconds of replaying them all:
-a compute-bound kernel's clock falls under the power cap within a second
-of load, so one run timed right after an idle gap (the first of a process)
-reads up to 10% faster than the same kernel timed after another. It
-prints each run's median and range and, with --torch, the median over
+the order rotated every round, after --heat seconds of replaying them all
+(decode.interleaved_times says why). It prints each run's median and range and, with --torch, the median over
 rounds of torch auto's time / the run's in the same round."""
 
 import argparse
 import os
 import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import decode  # noqa: E402
-import torch  # noqa: E402
 
 CONFIGS = [None,
            "family=splitkv,block_m=16,block_n=64,warps=4,stages=2,layout=pad,q_in_regs=1,split_ctas=0",
@@ -80,21 +75,7 @@ def main():
 
 
 def interleaved(a, name, kvbytes, runs):
-    graphs = []
-    for label, fns in runs:
-        g = decode.safe(decode.make_graph, fns)
-        if isinstance(g, tuple):
-            graphs.append((label, g))
-    t0 = time.time()
-    while time.time() - t0 < a.heat:
-        for _, (g, calls) in graphs:
-            g.replay()
-        torch.cuda.synchronize()
-    per = {label: [] for label, _ in graphs}
-    for r in range(a.interleave):
-        k = r % len(graphs)
-        for label, (g, calls) in graphs[k:] + graphs[:k]:
-            per[label].append(decode.replay_ms(g, calls))
+    per = decode.interleaved_times(runs, a.interleave, a.heat)
     auto = per.get("torch-auto")
     for label, ts in per.items():
         m = statistics.median(ts)
