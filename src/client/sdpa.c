@@ -77,7 +77,8 @@ static int choose_splitkv(const tt__splitkv_target *t, const tt_config *given, t
     k2.group = t->params.group >= 1 && t->params.group <= TT_GROUP_MAX ? t->params.group : 1;
     if (tt_kernel_revision(k2.rev) == 0 && tuned_config(&k2, &t->limits, TT_FAMILY_SPLITKV, out)) return 0;
     if (tt__splitkv_default(t->rows_max, k2.seqlen_k, k2.head_dim, &t->limits,
-                            (int64_t)t->params.batch * t->params.heads_kv, out) < 0)
+                            (int64_t)t->params.batch * t->params.heads_kv, t->params.block_table != NULL,
+                            out) < 0)
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
                         "no splitkv schedule of head_dim %d fits this device", (int)k2.head_dim);
     if (t->params.block_table) tt__splitkv_default_paged(out, k2.head_dim);

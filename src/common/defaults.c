@@ -203,16 +203,22 @@ static const struct splitkv_row splitkv_sm90_short_keys[] = {
 };
 #define SHORT_KEYS_MAX 1024
 
-/* sm_90 decode of more (batch, K/V head) units than SMs: nothing is split
- * (a wave of one CTA an SM is full already), and the tile that fits two
- * CTAs an SM wins, one hiding the other's latency: d64 the 128-key tile
- * with 3 stages (98 KB; 4 stages, 130 KB, ran 1.07-1.28x the best there),
- * d128 64-key tiles with 3 stages (100 KB; the 128-key row, 196 KB, ran
- * 1.03-1.14x). With fewer units the one-CTA rows above keep more of a
- * split's bytes in flight (d128's 64-key tiles ran 1.14-1.19x at batch 1,
- * 4k-32k keys). From the H200's sweep of the inference grid's short
- * caches at the tune's two batches (docs/perf.md, decode defaults by the
- * call's units); the 16-row class only (the others were not swept). */
+/* sm_90 decode of more (batch, K/V head) units than SMs: a wave of one
+ * CTA an SM is full already, and a tile that fits two or more CTAs an SM
+ * wins, one hiding another's latency: d64 the 128-key tile with 3 stages
+ * (98 KB; 4 stages, 130 KB, ran 1.07-1.28x the best there), d128 64-key
+ * tiles (the 128-key row, 196 KB, ran 1.03-1.14x). With fewer units the
+ * one-CTA rows above keep more of a split's bytes in flight (d128's
+ * 64-key tiles ran 1.14-1.19x at batch 1, 4k-32k keys). From the H200's
+ * sweep of the inference grid's short caches at the tune's two batches
+ * (docs/perf.md, decode defaults by the call's units); the 16-row class
+ * only (the others were not swept). d128 on a contiguous cache takes 2
+ * stages (68 KB, three CTAs an SM) past two waves of units and at
+ * 1.35-1.5 waves (tt__config_default_splitkv_wide): timed interleaved with
+ * torch auto on the H200, 2 stages ran 0.1-0.6% faster than 3 (100 KB,
+ * two an SM) at 384-1024 units and 4-5% at 192, and 2.7% slower at 160,
+ * 0.5% at 256 (docs/perf.md, decode: clocks under load). A paged cache
+ * keeps 3 stages (tt__splitkv_default_paged). */
 static const struct splitkv_row splitkv_sm90_wide[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
     {16, 64, 16, 128, 4, 3, 1, 0},
@@ -468,11 +474,20 @@ int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int64_t seqlen
 }
 
 int tt__config_default_splitkv_wide(int32_t arch, int64_t packed_rows, int32_t head_dim, int64_t units,
-                                    int sm_count, tt_config *out) {
+                                    int sm_count, int paged, tt_config *out) {
     if (!out) return TT_ERR_INVAL;
     if (arch != 90 || sm_count <= 0 || units <= sm_count || packed_rows < 1 || packed_rows > 16)
         return TT_ERR_UNSUPPORTED;
-    return splitkv_row_holding(ROWS_OF(splitkv_sm90_wide), packed_rows, head_dim, 0, out);
+    const int rc = splitkv_row_holding(ROWS_OF(splitkv_sm90_wide), packed_rows, head_dim, 0, out);
+    /* d128 contiguous: 2 stages (three CTAs an SM) past two waves of
+     * units, and where two splits a unit fill 90% of three CTAs an SM or
+     * more (1.35-1.5 waves); elsewhere 3 stages (two CTAs an SM), whose one
+     * wave holds 1.5-2 waves of units and whose unsplit grid ran 2.7%
+     * faster than the 2-stage tile's two splits at 1.2 waves (160 units) */
+    const int64_t sms = sm_count;
+    const int three = units > 2 * sms || (20 * units >= 27 * sms && 2 * units <= 3 * sms);
+    if (rc == 0 && head_dim == 128 && !paged && three) out->stages = 2;
+    return rc;
 }
 
 int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, int one_wave, tt_config *out) {

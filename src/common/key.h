@@ -72,10 +72,11 @@ int tt__config_default_other(const tt_key_v2 *key, int32_t arch, int32_t not_fam
 int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, int one_wave, tt_config *out);
 /* sm_`arch`'s splitkv row for a call of `units` (batch x K/V heads; its
  * rows are the 16-row class, one query block) on `sm_count` SMs where that
- * is more than one wave of one CTA an SM (defaults.c: splitkv_sm90_wide):
- * 0, else TT_ERR_UNSUPPORTED (the row by packed rows stays). */
+ * is more than one wave of one CTA an SM (defaults.c: splitkv_sm90_wide),
+ * over a paged cache or not: 0, else TT_ERR_UNSUPPORTED (the row by packed
+ * rows stays). */
 int tt__config_default_splitkv_wide(int32_t arch, int64_t packed_rows, int32_t head_dim, int64_t units,
-                                    int sm_count, tt_config *out);
+                                    int sm_count, int paged, tt_config *out);
 /* The splitkv default of `arch` (90: sm_90's rows, else the portable
  * ones) for `packed_rows` (seqlen_q x GQA group) over `seqlen_k` keys (the
  * longest sequence's) at head_dim. */

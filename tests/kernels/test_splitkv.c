@@ -132,12 +132,13 @@ TEST(defaults_are_legal_everywhere) {
         tt__device_limits d;
         ASSERT_OK(tt__device_limits_nominal(arch[a], &d));
         /* over 4096 keys, then 1024 (the few-keys rows); a call of unknown
-         * size, then one of more units than a wave (the wide rows) */
-        for (int i = 0; i < 16; i++)
+         * size, then one of more units than a wave (the wide rows); a
+         * contiguous cache, then a paged one */
+        for (int i = 0; i < 32; i++)
             for (int r = 0; r < 7; r++) {
                 tt_config c;
                 ASSERT_OK(tt__splitkv_default(rows[r], i % 8 < 4 ? 4096 : 1024, dims[i % 4], &d,
-                                              i < 8 ? 0 : 1000, &c));
+                                              i % 16 < 8 ? 0 : 1000, i >= 16, &c));
                 char err[256];
                 if (tt__variant_check(&c, dims[i % 4], &d, err, sizeof err) < 0)
                     TT_FAIL_AT("sm_%d d%d rows %lld: %s", arch[a], dims[i % 4], (long long)rows[r], err);
@@ -626,18 +627,18 @@ TEST(decode_over_few_keys) {
     c = default_at(80, 128, 8, 1024, 4, 8, 32); /* sm_90's rows only */
     ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_m == 32);
     tt_config k;
-    ASSERT_OK(tt__splitkv_default(32, 1024, 128, NULL, 0, &k));
+    ASSERT_OK(tt__splitkv_default(32, 1024, 128, NULL, 0, 0, &k));
     ASSERT(k.block_m == 16 && k.warps == 8);
-    ASSERT_OK(tt__splitkv_default(32, 4096, 128, NULL, 0, &k));
+    ASSERT_OK(tt__splitkv_default(32, 4096, 128, NULL, 0, 0, &k));
     ASSERT_EQ(k.block_m, 32);
     /* the d128 16-row class (one token of group 16) keeps 64-key tiles
      * over few keys, 128-key ones with 8 warps past them; d64's has no
      * short row and keeps its own */
-    ASSERT_OK(tt__splitkv_default(16, 1024, 128, NULL, 0, &k));
+    ASSERT_OK(tt__splitkv_default(16, 1024, 128, NULL, 0, 0, &k));
     ASSERT(k.block_m == 16 && k.block_n == 64 && k.warps == 4);
-    ASSERT_OK(tt__splitkv_default(16, 4096, 128, NULL, 0, &k));
+    ASSERT_OK(tt__splitkv_default(16, 4096, 128, NULL, 0, 0, &k));
     ASSERT(k.block_m == 16 && k.block_n == 128 && k.warps == 8);
-    ASSERT_OK(tt__splitkv_default(12, 1024, 64, NULL, 0, &k));
+    ASSERT_OK(tt__splitkv_default(12, 1024, 64, NULL, 0, 0, &k));
     ASSERT(k.block_m == 16 && k.block_n == 128 && k.warps == 4 && k.stages == 3);
     c = default_at(90, 128, 2, 1024, 8, 8, 32);
     ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_n == 64 && c.warps == 4);
@@ -655,18 +656,29 @@ TEST(decode_over_few_keys) {
 }
 
 /* Decode of the 16-row class on sm_90 by the call's (batch, K/V head)
- * units: with more than the 132 SMs nothing is split and the tile that
- * fits two CTAs an SM runs (d128 64-key tiles, d64 3 stages); with fewer
- * the one-CTA rows (9-16 packed rows at d128 with 8 warps).
- * tt_sdpa_fwd's default and the KV-cache one alike. */
+ * units: with more than the 132 SMs the tile that fits several CTAs an SM
+ * runs (d64 3 stages; d128 64-key tiles with 2 stages, three CTAs an SM,
+ * past 264 units and at 179-198, where two splits fill 90% of the slots;
+ * elsewhere and over a paged cache 3 stages, two an SM); with fewer the
+ * one-CTA rows (9-16 packed rows at d128 with 8 warps). tt_sdpa_fwd's
+ * default and the KV-cache one alike. */
 TEST(decode_default_follows_the_units) {
 #define IS(c, bn, st)                                                                                       \
     ASSERT((c).family == TT_FAMILY_SPLITKV && (c).block_m == 16 && (c).block_n == (bn) && (c).warps == 4 && \
            (c).stages == (st) && (c).split_ctas == 0)
     IS(default_at(90, 128, 1, 4096, 4, 8, 32), 128, 3);  /* 64 units */
-    IS(default_at(90, 128, 1, 4096, 4, 66, 32), 64, 3);  /* 528 */
+    IS(default_at(90, 128, 1, 4096, 4, 66, 32), 64, 2);  /* 528 */
     IS(default_at(90, 128, 1, 4096, 8, 33, 32), 128, 3); /* 132: one wave exactly */
     IS(default_at(90, 128, 1, 4096, 8, 34, 32), 64, 3);  /* 136 */
+    IS(default_at(90, 128, 1, 4096, 4, 20, 32), 64, 3);  /* 160: two splits fill 81% */
+    IS(default_at(90, 128, 1, 4096, 1, 89, 2), 64, 3);   /* 178: 89.9% */
+    IS(default_at(90, 128, 1, 4096, 1, 179, 1), 64, 2);  /* 179: 90.4% */
+    IS(default_at(90, 128, 1, 4096, 4, 24, 32), 64, 2);  /* 192 */
+    IS(default_at(90, 128, 1, 4096, 4, 25, 32), 64, 3);  /* 200: past 1.5 waves */
+    IS(default_at(90, 128, 1, 4096, 4, 32, 32), 64, 3);  /* 256 */
+    IS(default_at(90, 128, 1, 4096, 4, 33, 32), 64, 3);  /* 264: two waves exactly */
+    IS(default_at(90, 128, 1, 4096, 4, 34, 32), 64, 2);  /* 272 */
+    IS(default_at(90, 128, 1, 4096, 4, 64, 32), 64, 2);  /* 512 */
     IS(default_at(90, 128, 1, 4096, 4, 0, 0), 128, 3);   /* unknown: the key's row */
     /* d32 and d64: the 128-key tile, 3 stages, at any batch */
     IS(default_at(90, 32, 1, 32768, 4, 8, 32), 128, 3);
@@ -696,15 +708,19 @@ TEST(decode_default_follows_the_units) {
     ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_n == 64 && c.stages == 2 && c.split_ctas == 2);
     /* the KV-cache and varlen default: units are batch x K/V heads */
     tt_config k;
-    ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 64, &k));
+    ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 64, 0, &k));
     IS(k, 128, 3);
-    ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 528, &k));
+    ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 528, 0, &k));
+    IS(k, 64, 2);
+    ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 528, 1, &k)); /* paged */
     IS(k, 64, 3);
-    ASSERT_OK(tt__splitkv_default(4, 4096, 64, NULL, 528, &k));
+    ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 256, 0, &k));
+    IS(k, 64, 3);
+    ASSERT_OK(tt__splitkv_default(4, 4096, 64, NULL, 528, 0, &k));
     IS(k, 128, 3);
     tt__device_limits a80;
     ASSERT_OK(tt__device_limits_nominal(80, &a80));
-    ASSERT_OK(tt__splitkv_default(4, 4096, 128, &a80, 528, &k));
+    ASSERT_OK(tt__splitkv_default(4, 4096, 128, &a80, 528, 0, &k));
     ASSERT(k.block_n == 64 && k.stages == 2 && k.split_ctas == 2);
 #undef IS
 }
@@ -784,7 +800,7 @@ TEST(every_space_variant_compiles_clean) {
 TEST(split_target_is_not_compiled_in) {
     tt__variant v;
     memset(&v, 0, sizeof v);
-    tt__splitkv_default(4, 4096, 128, NULL, 0, &v.config);
+    tt__splitkv_default(4, 4096, 128, NULL, 0, 0, &v.config);
     v.head_dim = 128;
     v.arch = 90;
     char a[512], b[512];

@@ -84,7 +84,7 @@ static void make(tt_config *c, int bm, int bn, int warps, int stages, int q_in_r
 static int tile_rows(int64_t rows) { return rows <= 16 ? 16 : rows <= 32 ? 32 : rows <= 64 ? 64 : 128; }
 
 int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__device_limits *dev,
-                        int64_t units, tt_config *out) {
+                        int64_t units, int paged, tt_config *out) {
     tt__device_limits nominal;
     if (!dev) {
         tt__device_limits_nominal(90, &nominal);
@@ -96,7 +96,8 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__dev
     tt_config cand[4], row;
     size_t n = 0;
     if (tt__config_default_splitkv(dev->arch, rows, seqlen_k, d, &row) == 0) {
-        if (tt__config_default_splitkv_wide(dev->arch, rows, d, units, dev->sm_count, &cand[n]) == 0) n++;
+        if (tt__config_default_splitkv_wide(dev->arch, rows, d, units, dev->sm_count, paged, &cand[n]) == 0)
+            n++;
         cand[n++] = row;
     }
     if (tt__config_default_splitkv(0, rows, seqlen_k, d, &cand[n]) == 0) n++;

@@ -30,9 +30,10 @@ int64_t tt__splitkv_rows(int64_t seqlen_q, int64_t group);
 void tt__splitkv_default_paged(tt_config *c, int32_t head_dim);
 /* The built-in default for `rows` packed rows (seqlen_q x group) and
  * seqlen_k on `dev` (NULL: sm_90's limits), for a call of `units` (batch x
- * K/V heads; 0: unknown, the key's row). */
+ * K/V heads; 0: unknown, the key's row) over a contiguous cache or
+ * (`paged`) before tt__splitkv_default_paged's own changes. */
 int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t head_dim, const tt__device_limits *dev,
-                        int64_t units, tt_config *out);
+                        int64_t units, int paged, tt_config *out);
 
 /* The split count a launch uses: from the config's split_ctas (0: as many
  * CTAs as fit on an SM), the SM count, `ctas` = sequences x KV heads x
