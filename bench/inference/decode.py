@@ -140,7 +140,7 @@ def interleaved_times(runs, rounds, heat=2.0):
             g.replay()
         torch.cuda.synchronize()
     per = {label: [] for label, _ in graphs}
-    for r in range(rounds):
+    for r in range(rounds if graphs else 0):
         k = r % len(graphs)
         for label, (g, calls) in graphs[k:] + graphs[:k]:
             per[label].append(replay_ms(g, calls))
