@@ -161,6 +161,29 @@ def paged(kc, vc, page):
     return kp, vp, perm.view(B, npg).to(torch.int32), torch.full((B,), Lk, dtype=torch.int32, device=DEV)
 
 
+PAGED_SHAPES = ((1, 32768), (16, 32768), (64, 8192))
+
+
+def paged_runs(B, Lk, pages=(16, 64, 256)):
+    """One query token over a [B, Lk, Hkv, D] cache, the built-in default:
+    [(label, page, fns)], the contiguous cache first (page 0), then the
+    same cache on each page size (paged), one callable per input copy."""
+    base = []
+    for _ in range(copies_for(2 * B * HKV * Lk * D * 2)):
+        q = torch.randn(B, 1, HQ, D, device=DEV, dtype=DT)
+        kc = torch.randn(B, Lk, HKV, D, device=DEV, dtype=DT)
+        base.append((q, kc, torch.randn_like(kc)))
+    runs = [("contiguous", 0, [(lambda s=s: tiletune.flash_attn_with_kvcache(*s)) for s in base])]
+    for page in pages:
+        fns = []
+        for (q, kc, vc) in base:
+            kp, vp, table, lens = paged(kc, vc, page)
+            fns.append(lambda q=q, kp=kp, vp=vp, t=table, lens=lens:
+                       tiletune.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=t))
+        runs.append((f"page{page}", page, fns))
+    return runs
+
+
 def make_inputs(B, Lq, Lk, n):
     sets = []
     for _ in range(n):
@@ -344,28 +367,15 @@ def main():
 
     # paged vs contiguous, varlen vs dense, split target across batches
     extra = []
-    for (B, Lk) in ((1, 32768), (16, 32768), (64, 8192)):
-        kvbytes = 2 * B * HKV * Lk * D * 2
-        n = copies_for(kvbytes)
-        base = []
-        for _ in range(n):
-            q = torch.randn(B, 1, HQ, D, device=DEV, dtype=DT)
-            kc = torch.randn(B, Lk, HKV, D, device=DEV, dtype=DT)
-            vc = torch.randn(B, Lk, HKV, D, device=DEV, dtype=DT)
-            base.append((q, kc, vc))
-        tc = safe(graph_time, [(lambda s=s: tiletune.flash_attn_with_kvcache(*s)) for s in base])
+    for (B, Lk) in PAGED_SHAPES:
+        runs = paged_runs(B, Lk)
+        tc = safe(graph_time, runs[0][2])
         extra.append(("contiguous", B, Lk, 0, tc))
-        for page in (16, 64, 256):
-            fns = []
-            for (q, kc, vc) in base:
-                kp, vp, table, lens = paged(kc, vc, page)
-                fns.append(lambda q=q, kp=kp, vp=vp, t=table, lens=lens:
-                           tiletune.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=t))
+        for _, page, fns in runs[1:]:
             tp = safe(graph_time, fns)
             extra.append((f"paged{page}", B, Lk, page, tp))
             print(f"paged page {page:3d} B{B} Lk{Lk}: {tp:.4f} ms vs contiguous {tc:.4f} ({tp / tc:.3f}x)", flush=True)
-            del fns
-        del base
+        del runs
         torch.cuda.empty_cache()
 
     # varlen: mixed decode + prefill chunks vs the sum of dense runs

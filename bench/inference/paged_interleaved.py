@@ -1,7 +1,8 @@
 """A paged KV cache against the same cache contiguous, the built-in
 default on both (no config), timed interleaved after a load
-(decode.interleaved_times): B64 8k, B16 32k and B1 32k, pages of 16, 64
-and 256 tokens in a shuffled pool, one query token, GQA 32/8, d128, bf16.
+(decode.interleaved_times) at the inference run's paged shapes
+(decode.PAGED_SHAPES), pages of 16, 64 and 256 tokens in a shuffled pool,
+one query token, GQA 32/8, d128, bf16.
 
     python3 bench/inference/paged_interleaved.py [--rounds 15]
 
@@ -18,34 +19,20 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 
 import decode  # noqa: E402
-import tiletune  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=15)
     a = ap.parse_args()
-    for (B, Lk) in ((64, 8192), (16, 32768), (1, 32768)):
-        n = decode.copies_for(2 * B * decode.HKV * Lk * decode.D * 2)
-        base = []
-        for _ in range(n):
-            q = torch.randn(B, 1, decode.HQ, decode.D, device=decode.DEV, dtype=decode.DT)
-            kc = torch.randn(B, Lk, decode.HKV, decode.D, device=decode.DEV, dtype=decode.DT)
-            base.append((q, kc, torch.randn_like(kc)))
-        runs = [("contiguous", [(lambda s=s: tiletune.flash_attn_with_kvcache(*s)) for s in base])]
-        for page in (16, 64, 256):
-            fns = []
-            for (q, kc, vc) in base:
-                kp, vp, t, lens = decode.paged(kc, vc, page)
-                fns.append(lambda q=q, kp=kp, vp=vp, t=t, lens=lens:
-                           tiletune.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=lens, block_table=t))
-            runs.append((f"page{page}", fns))
-        per = decode.interleaved_times(runs, a.rounds)
+    for (B, Lk) in decode.PAGED_SHAPES:
+        runs = decode.paged_runs(B, Lk)
+        per = decode.interleaved_times([(label, fns) for label, _, fns in runs], a.rounds)
         c = statistics.median(per["contiguous"])
         for k, ts in per.items():
             m = statistics.median(ts)
             print(f"paged B{B} Lk{Lk} {k}: {m:.4f} ms, {m / c:.3f}x contiguous", flush=True)
-        del runs, base
+        del runs
         torch.cuda.empty_cache()
 
 
