@@ -45,6 +45,29 @@ typedef struct tt_sdpa_params {
     float scale;      /* softmax scale (1/sqrt(head_dim) by default); > 0: the
                          kernel takes row maxima of the unscaled scores */
     float scale_log2; /* scale * log2(e): the kernel works in exp2 */
+    /* A packed variable-length batch (family ws, one CTA a tile): sequence
+     * b is rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] of q and o (and of
+     * the lse's row index), likewise of k and v; batch strides 0, seqlen_q
+     * and seqlen_k the maxima, total_q and total_k the packed rows. The
+     * kernel takes only the sequences tt_varlen_dense_takes gives it, the
+     * family splitkv launch the rest. NULL: the dense batch. */
+    const int *cu_seqlens_q, *cu_seqlens_k;
+    int total_q, total_k;
+    int varlen_min_q; /* the fewest query rows of a sequence it takes */
 } tt_sdpa_params;
+
+#ifdef __CUDACC_RTC__
+#define TT_SDPA_FN __device__ __forceinline__
+#else
+#define TT_SDPA_FN static inline
+#endif
+/* Which sequences of a varlen batch a dense family runs (the others run on
+ * splitkv in a launch of their own): at least min_q query rows, some key,
+ * and every row seeing a key (a bottom-right mask over fewer keys than
+ * queries leaves rows empty, which the ws mainloop does not take). Host
+ * and both kernels decide by this one rule; min_q 0: none. */
+TT_SDPA_FN int tt_varlen_dense_takes(int min_q, int causal, int lq, int lk) {
+    return min_q > 0 && lq >= min_q && lk >= 1 && !(causal == 2 && lq > lk);
+}
 
 #endif

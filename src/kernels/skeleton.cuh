@@ -330,8 +330,11 @@ __device__ __forceinline__ void p_fragment(const float (&s)[BN / 8][4], int kk, 
  * first thread of the quad. An empty row (no visible key: bottom-right
  * causal with seqlen_q > seqlen_k) writes O = 0 and LSE = -inf, as the sum
  * of its weights is 0. */
+/* q0, lq: a varlen sequence's first row and rows (p's batch strides 0);
+ * the dense batch leaves them 0 and p.seqlen_q. */
 __device__ __forceinline__ void finish_row(const tt_sdpa_params &p, const float (&acc)[D / 8][4], int r, float m,
-                                           float l, u32 sQ, int row_t, int m0, int h, int b, int t) {
+                                           float l, u32 sQ, int row_t, int m0, int h, int b, int t, int q0 = 0,
+                                           int lq = 0x7fffffff) {
     const float LN2 = 0.6931471805599453f;
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
@@ -342,24 +345,26 @@ __device__ __forceinline__ void finish_row(const tt_sdpa_params &p, const float 
         const u32 v = pack2(acc[d][2 * r] * inv, acc[d][2 * r + 1] * inv);
         asm volatile("st.shared.u32 [%0], %1;\n" :: "r"(sQ + tile_off<BM>(row_t, d) + t * 4), "r"(v));
     }
-    if (p.lse && t == 0 && m0 + row_t < p.seqlen_q) {
+    if (p.lse && t == 0 && m0 + row_t < min(lq, p.seqlen_q)) {
         const float lse = empty ? neg_inf() : m * p.scale + lg2(l) * LN2;
-        p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + m0 + row_t] = lse;
+        p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + q0 + m0 + row_t] = lse;
     }
 }
 
 /* The warp's ROWS staged rows (from row wr of the Q tile) to O with 16-byte
- * coalesced stores; rows past seqlen_q are not written. */
+ * coalesced stores; rows past seqlen_q (a varlen sequence's lq rows from
+ * row q0) are not written. */
 template <int ROWS>
 __device__ __forceinline__ void store_rows(const tt_sdpa_params &p, u32 sQ, int wr, int m0, int h, int b,
-                                           int lane) {
-    u16 *gO = (u16 *)p.o + b * p.o_batch_stride + h * p.o_head_stride + (tt_i64)m0 * p.o_row_stride;
+                                           int lane, int q0 = 0, int lq = 0x7fffffff) {
+    const int end = min(lq, p.seqlen_q);
+    u16 *gO = (u16 *)p.o + b * p.o_batch_stride + h * p.o_head_stride + (tt_i64)(q0 + m0) * p.o_row_stride;
 #pragma unroll
     for (int i = 0; i < (ROWS * CPR + 31) / 32; ++i) {
         const int idx = lane + i * 32;
         if ((ROWS * CPR) % 32 == 0 || idx < ROWS * CPR) {
             const int r = wr + idx / CPR, c = idx % CPR;
-            if (m0 + r < p.seqlen_q) {
+            if (m0 + r < end) {
                 u32 v0, v1, v2, v3;
                 asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3) : "r"(sQ + tile_off<BM>(r, c)));

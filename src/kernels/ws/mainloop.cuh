@@ -253,7 +253,26 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int wg = warp >> 2;
-    const int Lq = p.seqlen_q, Lk = p.seqlen_k, H = p.heads_q;
+    const int H = p.heads_q;
+    int Lq = p.seqlen_q, Lk = p.seqlen_k;
+    /* A varlen batch (one CTA a tile; the launch refuses it persistent):
+     * this CTA's sequence is blockIdx.z, its rows start at q0 and k0 of the
+     * packed tensors (whose maps have one batch), and a CTA past its
+     * sequence's query blocks, or of a sequence splitkv runs, has nothing
+     * to do. Whole K/V tiles are read: keys past the sequence are the next
+     * one's rows (or zeros past total_k), masked like keys past seqlen_k. */
+    const bool varlen = p.cu_seqlens_q != nullptr;
+    int q0 = 0, k0 = 0;
+#if !TT_WS_PERSIST
+    if (varlen) {
+        const int sb = (int)blockIdx.z;
+        q0 = p.cu_seqlens_q[sb];
+        k0 = p.cu_seqlens_k[sb];
+        Lq = min(p.cu_seqlens_q[sb + 1] - q0, p.seqlen_q);
+        Lk = min(p.cu_seqlens_k[sb + 1] - k0, p.seqlen_k);
+        if (!tt_varlen_dense_takes(p.varlen_min_q, TT_CAUSAL, Lq, Lk) || (int)blockIdx.x * BM >= Lq) return;
+    }
+#endif
     const int diag = causal_diag(Lq, Lk); /* 0 unless bottom-right */
     const int n_mb = (Lq + BM - 1) / BM;
     /* Work tiles (m-block, head, batch), m-block fastest so CTAs running
@@ -322,12 +341,13 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
                 const int n_tiles = decode(tile, m0, h, b);
                 const int hkv = h / (H / p.heads_kv);
                 const int q = tc % QB;
+                const int bt = varlen ? 0 : b; /* a varlen map's one batch */
                 /* a fresh barrier's previous phase counts as done */
                 mbar_wait(TT_EMPTYQ(q), ((tc / QB) & 1) ^ 1);
                 mbar_expect_tx(TT_FULLQ(q), Q_BYTES);
 #pragma unroll
                 for (int pn = 0; pn < PANELS; ++pn)
-                    tma_load(sQ0 + q * Q_BYTES + pn * BM * 128, tmQ, pn * 64, m0, h, b, TT_FULLQ(q));
+                    tma_load(sQ0 + q * Q_BYTES + pn * BM * 128, tmQ, pn * 64, q0 + m0, h, bt, TT_FULLQ(q));
 #if TT_WS_K_FIRST
                 /* K or V (kind 0 or 2) of key tile j into the slot of the
                  * i-th tile, once the consumers freed it */
@@ -338,7 +358,8 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
                     const u32 dst = (kind ? sV : sK) + s * T_BYTES;
 #pragma unroll
                     for (int pn = 0; pn < PANELS; ++pn)
-                        tma_load(dst + pn * BN * 128, kind ? tmV : tmK, pn * 64, j * BN, hkv, b, TT_BAR(kind, s));
+                        tma_load(dst + pn * BN * 128, kind ? tmV : tmK, pn * 64, k0 + j * BN, hkv, bt,
+                                 TT_BAR(kind, s));
                 };
                 if (n_tiles > 0) load(0, 0, it);
                 for (int j = 0; j < n_tiles; ++j, ++it) {
@@ -353,12 +374,12 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
                     mbar_expect_tx(TT_BAR(0, s), T_BYTES);
 #pragma unroll
                     for (int pn = 0; pn < PANELS; ++pn)
-                        tma_load(sK + s * T_BYTES + pn * BN * 128, tmK, pn * 64, j * BN, hkv, b, TT_BAR(0, s));
+                        tma_load(sK + s * T_BYTES + pn * BN * 128, tmK, pn * 64, k0 + j * BN, hkv, bt, TT_BAR(0, s));
                     mbar_wait(TT_BAR(3, s), ph);
                     mbar_expect_tx(TT_BAR(2, s), T_BYTES);
 #pragma unroll
                     for (int pn = 0; pn < PANELS; ++pn)
-                        tma_load(sV + s * T_BYTES + pn * BN * 128, tmV, pn * 64, j * BN, hkv, b, TT_BAR(2, s));
+                        tma_load(sV + s * T_BYTES + pn * BN * 128, tmV, pn * 64, k0 + j * BN, hkv, bt, TT_BAR(2, s));
                 }
 #endif
             }
@@ -555,7 +576,17 @@ tt_sdpa_fwd_kernel(const __grid_constant__ tt_sdpa_params p, const __grid_consta
          * thread stores them with the copy engine and frees the buffer. */
         nbar_sync(3 + c, 128);
 #pragma unroll
-        for (int r = 0; r < 2; ++r) finish_row(p, o, r, row_m[r], row_l[r], sQ, wr + g + 8 * r, m0, h, b, t);
+        for (int r = 0; r < 2; ++r)
+            finish_row(p, o, r, row_m[r], row_l[r], sQ, wr + g + 8 * r, m0, h, b, t, q0, Lq);
+        if (varlen) {
+            /* The copy engine clips rows at the packed tensor's end only:
+             * the next sequence's rows are this warp's to leave alone. Its
+             * own 16 staged rows, stored row by row (one tile a CTA: no
+             * next tile waits for the Q buffer). */
+            __syncwarp();
+            store_rows<16>(p, sQ, wr, m0, h, b, lane, q0, Lq);
+            continue;
+        }
         /* The copy engine reads shared memory through the async proxy. */
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         nbar_sync(3 + c, 128);
