@@ -372,7 +372,11 @@ TT_EXPORT int tt_sdpa_fwd_kvcache_workspace(const tt_sdpa_kvcache_args *a, size_
 /* flash_attn_varlen_func: q [total_q, heads_q, head_dim], k/v [total_k,
  * heads_kv, head_dim]; sequence b is rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]
  * of q (device int32 [batch + 1], nondecreasing, from 0), likewise for k/v.
- * Strides (head, row). A sequence may be empty. */
+ * Strides (head, row). A sequence may be empty. With no config, sequences
+ * long enough for the dense default's family (sm_90: more than 1024 query
+ * rows x GQA group) run there in a second launch on the same stream; it
+ * reads whole key tiles, so rows of k/v past cu_seqlens_k[batch] must hold
+ * finite values (they are multiplied by 0). */
 typedef struct tt_sdpa_varlen_args {
     const void *q, *k, *v;
     void *o;    /* the shape of q */

@@ -8,6 +8,7 @@
 
 #include "common/fail.h"
 #include "common/key.h"
+#include "kernels/family.h"
 #include "kernels/launch.h"
 #include "kernels/splitkv/splitkv.h"
 #include "tiletune.h"
@@ -142,11 +143,96 @@ int tt_sdpa_fwd_kvcache(const tt_sdpa_kvcache_args *a, char *err, size_t errlen)
     return run_splitkv(&t, a->config, a->workspace, a->workspace_bytes, a->stream, NULL, err, errlen);
 }
 
-int tt_sdpa_fwd_varlen(const tt_sdpa_varlen_args *a, char *err, size_t errlen) {
-    tt__splitkv_target t;
+/* A varlen batch whose longest sequence has more packed rows than splitkv
+ * runs a chunk of by default (1024 on sm_90: a 512-token chunk of group 4
+ * ran 2.6x faster on ws than on splitkv's mma tiles, the H200): where the
+ * config tt_sdpa_fwd would choose for the batch's longest sequence is of
+ * family ws, its sequences past those rows (tt_varlen_dense_takes) run
+ * there, one CTA a tile, in a launch of their own, and splitkv's launch
+ * runs the rest on the config of the rows it keeps (*choice: the target as
+ * its config is chosen). Not with a caller's config (a splitkv schedule to
+ * run), nor where the copy engine cannot take the strides or the LSE rows
+ * are not contiguous: then splitkv runs all of it. 1 with *dp and *dcfg
+ * filled, t's dense_min_q set. */
+static int varlen_route(const tt_sdpa_varlen_args *a, tt__splitkv_target *t, tt__splitkv_target *choice,
+                        tt_sdpa_params *dp, tt_config *dcfg) {
+    *choice = *t;
+    const int64_t limit = tt__config_chunk_splitkv_rows(t->limits.arch), group = a->heads_q / a->heads_kv;
+    const int packed_lse = a->lse_stride[0] == 0 && a->lse_stride[1] == 0;
+    if (a->config || t->rows_max <= limit || (a->lse && !packed_lse && a->lse_stride[1] != 1)) return 0;
+    const int64_t min_q = limit / group + 1;
+    const tt_sdpa_args d = {.batch = a->batch,
+                            .heads_q = a->heads_q,
+                            .heads_kv = a->heads_kv,
+                            .seqlen_q = a->max_seqlen_q,
+                            .seqlen_k = a->max_seqlen_k,
+                            .head_dim = a->head_dim,
+                            .dtype = a->dtype,
+                            .causal = a->causal};
+    char scratch[256];
+    if (choose_config(&d, &t->limits, dcfg, scratch, sizeof scratch) < 0 || dcfg->family != TT_FAMILY_WS)
+        return 0;
+    dcfg->q_in_regs = 0; /* one CTA a tile: a persistent CTA cannot skip another family's sequences */
+    *dp = (tt_sdpa_params){.q = a->q,
+                           .k = a->k,
+                           .v = a->v,
+                           .o = a->o,
+                           .lse = a->lse,
+                           .q_head_stride = a->q_stride[0],
+                           .q_row_stride = a->q_stride[1],
+                           .k_head_stride = a->k_stride[0],
+                           .k_row_stride = a->k_stride[1],
+                           .v_head_stride = a->v_stride[0],
+                           .v_row_stride = a->v_stride[1],
+                           .o_head_stride = a->o_stride[0],
+                           .o_row_stride = a->o_stride[1],
+                           .lse_head_stride = packed_lse ? a->total_q : a->lse_stride[0],
+                           .batch = (int)a->batch,
+                           .heads_q = (int)a->heads_q,
+                           .heads_kv = (int)a->heads_kv,
+                           .seqlen_q = (int)a->max_seqlen_q,
+                           .seqlen_k = (int)a->max_seqlen_k,
+                           .scale = t->params.scale,
+                           .scale_log2 = t->params.scale_log2,
+                           .cu_seqlens_q = a->cu_seqlens_q,
+                           .cu_seqlens_k = a->cu_seqlens_k,
+                           .total_q = (int)a->total_q,
+                           .total_k = (int)a->total_k,
+                           .varlen_min_q = (int)min_q};
+    const tt__family *f = tt__family_of(TT_FAMILY_WS);
+    if (!f || (f->runs && !f->runs(dp, a->causal))) return 0;
+    t->params.dense_min_q = (int)min_q;
+    /* splitkv keeps sequences of at most min_q - 1 tokens, and those
+     * past it that the dense family does not take (its grid still covers
+     * them: only the choice of its tile looks at the rows it keeps) */
+    choice->key.seqlen_q = min_q - 1 < a->max_seqlen_q ? min_q - 1 : a->max_seqlen_q;
+    choice->rows_max = tt__splitkv_rows(choice->key.seqlen_q, group);
+    return 1;
+}
+
+/* splitkv's launch of `t` on the config chosen for `choice`, then the
+ * dense family's varlen launch where there is one. */
+static int run_varlen(const tt_sdpa_varlen_args *a, size_t *ws_bytes, char *err, size_t errlen) {
+    tt__splitkv_target t, choice;
     int rc = tt__splitkv_varlen_target(a, &t, err, errlen);
     if (rc < 0) return rc;
-    return run_splitkv(&t, a->config, a->workspace, a->workspace_bytes, a->stream, NULL, err, errlen);
+    tt_sdpa_params dp;
+    tt_config dcfg, cfg;
+    const int dense = varlen_route(a, &t, &choice, &dp, &dcfg);
+    if ((rc = choose_splitkv(&choice, a->config, &cfg, err, errlen)) < 0 ||
+        (rc = tt__splitkv_run(&t, &cfg, a->workspace, a->workspace_bytes, a->stream, ws_bytes, err, errlen)) <
+            0)
+        return rc;
+    if (!dense || ws_bytes) return 0; /* the dense family needs no workspace */
+    const tt__kernel *k;
+    if ((rc = tt__kernel_for_config(t.ctx, &t.limits, &dcfg, (int32_t)a->head_dim, (tt_dtype)a->dtype,
+                                    a->causal, &k, err, errlen)) < 0)
+        return rc;
+    return tt__kernel_launch(k, &dp, (CUstream)a->stream, err, errlen);
+}
+
+int tt_sdpa_fwd_varlen(const tt_sdpa_varlen_args *a, char *err, size_t errlen) {
+    return run_varlen(a, NULL, err, errlen);
 }
 
 int tt_sdpa_fwd_kvcache_workspace(const tt_sdpa_kvcache_args *a, size_t *bytes, char *err, size_t errlen) {
@@ -166,8 +252,5 @@ int tt_sdpa_fwd_kvcache_workspace(const tt_sdpa_kvcache_args *a, size_t *bytes, 
 
 int tt_sdpa_fwd_varlen_workspace(const tt_sdpa_varlen_args *a, size_t *bytes, char *err, size_t errlen) {
     if (!bytes) return tt__fail(TT_ERR_INVAL, err, errlen, "bytes is NULL");
-    tt__splitkv_target t;
-    int rc = tt__splitkv_varlen_target(a, &t, err, errlen);
-    if (rc < 0) return rc;
-    return run_splitkv(&t, a->config, NULL, 0, NULL, bytes, err, errlen);
+    return run_varlen(a, bytes, err, errlen);
 }

@@ -466,6 +466,10 @@ int tt__config_default_other(const tt_key_v2 *key, int32_t arch, int32_t not_fam
     return 0;
 }
 
+int64_t tt__config_chunk_splitkv_rows(int32_t arch) {
+    return arch == 90 ? sm90[TT_REGIME_CHUNK].skv_rows_max : portable[TT_REGIME_CHUNK].skv_rows_max;
+}
+
 int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int64_t seqlen_k, int32_t head_dim,
                                tt_config *out) {
     if (!out) return TT_ERR_INVAL;

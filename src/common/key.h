@@ -77,6 +77,11 @@ int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, int one_
  * rows stays). */
 int tt__config_default_splitkv_wide(int32_t arch, int64_t packed_rows, int32_t head_dim, int64_t units,
                                     int sm_count, int paged, tt_config *out);
+/* The most packed rows (seqlen_q x GQA group) a chunk key of sm_`arch`
+ * runs on splitkv by default; past them a dense family's rows (sm_90:
+ * 1024, then ws). No limit (INT64_MAX) where splitkv serves every chunk. A
+ * varlen batch gives its sequences past it to that dense family. */
+int64_t tt__config_chunk_splitkv_rows(int32_t arch);
 /* The splitkv default of `arch` (90: sm_90's rows, else the portable
  * ones) for `packed_rows` (seqlen_q x GQA group) over `seqlen_k` keys (the
  * longest sequence's) at head_dim. */

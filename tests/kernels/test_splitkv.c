@@ -10,6 +10,7 @@
 #include "common/key.h"
 #include "kernels/jit.h"
 #include "kernels/launch.h"
+#include "kernels/sdpa_params.h"
 #include "kernels/source.h"
 #include "kernels/family.h"
 #include "kernels/splitkv/params.h"
@@ -451,6 +452,35 @@ static tt__space_entry *splitkv_space(int64_t rows, int arch, size_t *n) {
 /* Square training and prefill keys leave splitkv out (the default grid's
  * fast tune times the families that can win them); decode and chunked
  * prefill keys have it. */
+/* A varlen batch gives ws the sequences tt_sdpa_fwd's default would run
+ * there: on sm_90, more than 1024 packed rows of a chunk (257 tokens of
+ * group 4 and not 256), each with a key for every row; the rest stays on
+ * splitkv, which sees them as empty. */
+TEST(varlen_long_sequences_go_where_the_dense_default_does) {
+    ASSERT_EQ(tt__config_chunk_splitkv_rows(90), 1024);
+    ASSERT_EQ(tt__config_chunk_splitkv_rows(80), INT64_MAX);
+    for (int lq = 255; lq <= 258; lq++) {
+        tt_key_v2 k;
+        memset(&k, 0, sizeof k);
+        k.head_dim = 128;
+        k.dtype = TT_DTYPE_BF16;
+        k.causal = TT_CAUSAL_BOTTOM_RIGHT;
+        k.seqlen_q = lq;
+        k.seqlen_k = 8192;
+        k.group = 4;
+        tt_config c;
+        ASSERT_OK(tt__config_default_sm90(&k, &c));
+        const int min_q = (int)(tt__config_chunk_splitkv_rows(90) / 4 + 1);
+        ASSERT_EQ(c.family == TT_FAMILY_WS, tt_varlen_dense_takes(min_q, 2, lq, 8192));
+    }
+    ASSERT(tt_varlen_dense_takes(257, 0, 300, 1));
+    ASSERT(!tt_varlen_dense_takes(257, 0, 300, 0));   /* no key: rows of O = 0 */
+    ASSERT(!tt_varlen_dense_takes(257, 2, 300, 299)); /* bottom-right: a row sees no key */
+    ASSERT(tt_varlen_dense_takes(257, 2, 300, 300));
+    ASSERT(tt_varlen_dense_takes(257, 1, 300, 10)); /* top-left: row 0 sees key 0 */
+    ASSERT(!tt_varlen_dense_takes(0, 0, 300, 300)); /* no dense launch */
+}
+
 TEST(prefill_keys_leave_splitkv_out) {
     tt__device_limits d;
     ASSERT_OK(tt__device_limits_nominal(90, &d));

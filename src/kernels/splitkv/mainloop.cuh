@@ -175,6 +175,8 @@ __device__ __forceinline__ Seq seq_of(const tt_splitkv_params &p, int b) {
     /* device-side lengths are trusted, but never read past the maxima */
     s.Lq = max(0, min(s.Lq, p.seqlen_q));
     s.Lk = max(0, min(s.Lk, p.seqlen_k));
+    /* a sequence the dense family's launch runs has no rows here */
+    if (tt_varlen_dense_takes(p.dense_min_q, TT_CAUSAL, s.Lq, s.Lk)) s.Lq = 0;
     return s;
 }
 
@@ -996,7 +998,7 @@ extern "C" __global__ void __launch_bounds__(128) tt_splitkv_combine_kernel(tt_s
     const int b = p.cu_seqlens_q ? 0 : tok / p.seqlen_q;
     const int i = p.cu_seqlens_q ? tok : tok % p.seqlen_q;
     int nsplit = p.splits;
-    if (p.split_slots > 0) {
+    if (p.split_slots > 0 || p.dense_min_q > 0) {
         /* the token's sequence: the last whose first token is at or before
          * it (empty sequences share their first token with the next) */
         int lo = 0, hi = p.batch - 1;
@@ -1006,12 +1008,16 @@ extern "C" __global__ void __launch_bounds__(128) tt_splitkv_combine_kernel(tt_s
             else hi = mid - 1;
         }
         const Seq s = seq_of(p, lo);
-        if (tok - s.qoff >= s.Lq) return; /* past the maxima: no CTA ran it */
-        const int pr = (tok - s.qoff) * p.group + h % p.group, qb = pr / BM;
-        const int i_last = min(s.Lq - 1, (qb * BM + BM - 1) / p.group);
-        const int n_tiles = (key_limit(i_last, s.Lq, s.Lk) + BN - 1) / BN;
-        nsplit = tt_skv_unit_splits(n_tiles, *p.split_tiles_out);
-        if (nsplit == 1) return; /* its one CTA wrote O */
+        /* past the maxima, or a sequence of the dense family's launch: no
+         * CTA of this one ran it */
+        if (tok - s.qoff >= s.Lq) return;
+        if (p.split_slots > 0) {
+            const int pr = (tok - s.qoff) * p.group + h % p.group, qb = pr / BM;
+            const int i_last = min(s.Lq - 1, (qb * BM + BM - 1) / p.group);
+            const int n_tiles = (key_limit(i_last, s.Lq, s.Lk) + BN - 1) / BN;
+            nsplit = tt_skv_unit_splits(n_tiles, *p.split_tiles_out);
+            if (nsplit == 1) return; /* its one CTA wrote O */
+        }
     }
     if (p.bal_ctas > 0) {
         /* a unit one CTA held is written already */

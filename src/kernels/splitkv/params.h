@@ -90,6 +90,10 @@ typedef struct tt_splitkv_params {
                                 tiles 37c mod (the run's length) tiles in and
                                 wraps, c = (b * heads_kv + hk) * splits +
                                 split (mainloop.cuh) */
+    int dense_min_q;         /* varlen: a dense family's launch runs the
+                                sequences tt_varlen_dense_takes gives it
+                                (sdpa_params.h) at this many query rows;
+                                here they are empty. 0: none */
     float scale, scale_log2;
     float lse_empty;         /* LSE of a row that sees no key: +inf for the
                                 KV-cache and varlen entry points (flash-attn's),
