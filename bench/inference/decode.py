@@ -5,14 +5,15 @@ Every time is the median over graph replays of back-to-back calls that
 rotate through enough copies of the inputs to leave the L2 cache cold
 (>= 256 MB read per replay), so launch gaps and host overhead stay out and
 decode reads its KV cache from HBM, as it does in a server. The figures
-the table compares (torch's three, the default, the sweep's winner) are
-medians of ROUNDS interleaved rounds after HEAT seconds of load
-(interleaved_times), so each sees the clocks the others do.
+the table compares (torch's three, the default, the sweep's FINALISTS
+fastest) are medians of ROUNDS interleaved rounds after HEAT seconds of
+load (interleaved_times), so each sees the clocks the others do.
 
 Columns: torch auto / flash / cuDNN (F.scaled_dot_product_attention with
 enable_gqa=True), tiletune default (config None: the built-in default),
-tiletune best (the fastest of a sweep over the family's knobs, the config
-named), and the KV bandwidth of each (K and V bytes read / time).
+tiletune best (of a sweep over the family's knobs, the fastest of its
+finalists timed interleaved; the config named), and the KV bandwidth of
+each (K and V bytes read / time).
 
 Also: paged KV (pages 16, 64, 256, shuffled) against the same shape
 contiguous; a varlen batch against the sum of its dense runs; the split
@@ -45,6 +46,7 @@ DEV = torch.device("cuda:0")
 DT = torch.bfloat16
 HQ, HKV, D = 32, 8, 128
 ROUNDS, HEAT = 9, 1.0  # interleaved_times: rounds, seconds of load first
+FINALISTS = 3  # the sweep's fastest, timed again interleaved for the best
 
 # (name, batch, Lq, Lk, causal) ; causal here: bottom-right for tiletune,
 # torch gets is_causal only where top-left equals it (Lq == 1: none needed)
@@ -326,9 +328,9 @@ def main():
         # torch's three, the built-in default as a PyTorch user gets it
         # (tiletune.sdpa, no config: the device's default for the key with
         # its GQA group) and the KV-cache entry point's are timed below,
-        # interleaved with the sweep's winner
+        # interleaved with the sweep's finalists
         r["default_config"] = tiletune.default_config(D, DT, seqlen_q=Lq, seqlen_k=Lk, device=DEV, group=HQ // HKV)
-        best, best_cfg, best_fn = float("inf"), "", tt_fn
+        timed = []
         cands = [(c, tt_fn) for c in sweep(Lq * HQ // HKV)]
         if args.quick or time.time() - t_start > args.budget:
             cands = [c for c in cands if c[0].endswith(("split_ctas=0", "split_ctas=2"))]
@@ -337,21 +339,27 @@ def main():
         for c, fn in cands:
             t = safe(graph_time, [fn(c, *s) for s in sets[: max(1, min(n, 8))]], 3, 8)
             sweep_rows.append((kind, B, Lq, Lk, c, t))
-            if t < best:
-                best, best_cfg, best_fn = t, c, fn
+            if t == t:
+                timed.append((t, c, fn))
         # the figures the table compares, timed again interleaved (the
-        # sweep above left the clocks wherever its last variant put them)
+        # sweep above left the clocks wherever its last variant put them,
+        # and timed its variants one after another: on a compute-bound
+        # chunk the power cap favours whichever ran after a pause, so its
+        # FINALISTS fastest are timed again with the rest and the fastest
+        # of those is the best)
         final = [(name, [torch_fn(be, *s) for s in sets]) for name, be in
                  (("torch_auto", None), ("torch_flash", SDPBackend.FLASH_ATTENTION),
                   ("torch_cudnn", SDPBackend.CUDNN_ATTENTION))]
         final += [("tt_default", [tt_dense_fn(None, *s) for s in sets]),
                   ("tt_default_kv", [tt_fn(None, *s) for s in sets])]
-        if best_cfg:
-            final.append(("tt_best", [best_fn(best_cfg, *s) for s in sets]))
+        finalists = [(c, fn) for _, c, fn in sorted(timed, key=lambda x: x[0])[:FINALISTS]]
+        final += [(f"tt_best{i}", [fn(c, *s) for s in sets]) for i, (c, fn) in enumerate(finalists)]
         per = interleaved_times(final, ROUNDS, HEAT)
         for name, _ in final:
             r[name] = statistics.median(per[name]) if per.get(name) else float("nan")
-        r["tt_best"] = r.get("tt_best", float("nan")) if best_cfg else float("nan")
+        ranked = [(r.pop(f"tt_best{i}"), c) for i, (c, _) in enumerate(finalists)]
+        ranked = sorted(x for x in ranked if x[0] == x[0])
+        r["tt_best"], best_cfg = ranked[0] if ranked else (float("nan"), "")
         r["best_config"] = best_cfg
         for col in ("torch_auto", "torch_flash", "torch_cudnn", "tt_default", "tt_best"):
             r[col + "_TBps"] = kvbytes / (r[col] * 1e-3) / 1e12 if r[col] == r[col] else float("nan")
@@ -388,14 +396,16 @@ def main():
               torch.randn(sum(lk), HKV, D, device=DEV, dtype=DT)) for _ in range(n)]
     tv = safe(graph_time, [(lambda s=s: tiletune.flash_attn_varlen_func(s[0], s[1], s[2], cu_q, cu_k, max(lq), max(lk),
                                                                        causal=True)) for s in vsets])
+    # each sequence alone on inputs of its own, enough copies that its
+    # cache too comes from HBM (as the batch's does): slices of the batch's
+    # one copy left a short sequence's few MB in L2 from replay to replay
     dense = 0.0
     for b in range(len(lq)):
         fns = []
-        for s in vsets:
-            qs, ks = int(cu_q[b]), int(cu_k[b])
-            qd = s[0][qs:qs + lq[b]].unsqueeze(0)
-            kd = s[1][ks:ks + lk[b]].unsqueeze(0)
-            vd = s[2][ks:ks + lk[b]].unsqueeze(0)
+        for _ in range(copies_for(2 * lk[b] * HKV * D * 2 + 2 * lq[b] * HQ * D * 2)):
+            qd = torch.randn(1, lq[b], HQ, D, device=DEV, dtype=DT)
+            kd = torch.randn(1, lk[b], HKV, D, device=DEV, dtype=DT)
+            vd = torch.randn_like(kd)
             fns.append(lambda qd=qd, kd=kd, vd=vd: tiletune.flash_attn_with_kvcache(qd, kd, vd, causal=True))
         dense += safe(graph_time, fns)
     print(f"varlen {len(lq)} seqs: {tv:.4f} ms vs sum of dense {dense:.4f} ({tv / dense:.3f}x)", flush=True)
