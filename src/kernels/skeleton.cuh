@@ -329,9 +329,8 @@ __device__ __forceinline__ void p_fragment(const float (&s)[BN / 8][4], int kk, 
  * Q tile's row row_t (the caller's own rows), LSE = m·scale + ln l from the
  * first thread of the quad. An empty row (no visible key: bottom-right
  * causal with seqlen_q > seqlen_k) writes O = 0 and LSE = -inf, as the sum
- * of its weights is 0. */
-/* q0, lq: a varlen sequence's first row and rows (p's batch strides 0);
- * the dense batch leaves them 0 and p.seqlen_q. */
+ * of its weights is 0. q0, lq: a varlen sequence's first row and rows
+ * (p's batch strides 0); the dense batch leaves them 0 and p.seqlen_q. */
 __device__ __forceinline__ void finish_row(const tt_sdpa_params &p, const float (&acc)[D / 8][4], int r, float m,
                                            float l, u32 sQ, int row_t, int m0, int h, int b, int t, int q0 = 0,
                                            int lq = 0x7fffffff) {

@@ -226,6 +226,22 @@ def varlen_call(q, k, v, cu_q, cu_k, lq, lk, causal, cfg):
     return o, lse
 
 
+def varlen_outputs(name, call, lq, count_launches=False):
+    """(o, lse, the attention kernels it launched when asked) of call(), a
+    check counted and a written padding row past the last sequence failed;
+    None where it raised (the failure recorded)."""
+    try:
+        o, lse = call()
+        launched = sdpa_kernels_launched(call) if count_launches else None
+    except Exception as e:  # noqa: BLE001
+        FAILS.append(f"{name}: raised {e}")
+        return None
+    CHECKS[0] += 1
+    if not torch.isnan(o[sum(lq):]).all():
+        FAILS.append(f"{name}: wrote the padding rows past the last sequence")
+    return o, lse, launched
+
+
 def test_varlen():
     torch.manual_seed(2)
     dtype = torch.bfloat16
@@ -239,14 +255,10 @@ def test_varlen():
             for causal in (0, 1, 2):
                 for cfg in CONFIGS:
                     name = f"varlen D{D} Hq{Hq}/{Hkv} causal{causal} cfg={cfg}"
-                    try:
-                        o, lse = varlen_call(q, k, v, cu_q, cu_k, lq, lk, causal, cfg)
-                    except Exception as e:  # noqa: BLE001
-                        FAILS.append(f"{name}: raised {e}")
+                    out = varlen_outputs(name, lambda: varlen_call(q, k, v, cu_q, cu_k, lq, lk, causal, cfg), lq)
+                    if out is None:
                         continue
-                    CHECKS[0] += 1
-                    if not torch.isnan(o[sum(lq):]).all():
-                        FAILS.append(f"{name}: wrote the padding rows past the last sequence")
+                    o, lse, _ = out
                     for b in range(len(lq)):
                         qs, qe = int(cu_q[b]), int(cu_q[b + 1])
                         ks, ke = int(cu_k[b]), int(cu_k[b + 1])
@@ -307,15 +319,10 @@ def test_varlen_long_sequences():
 
                     def call():
                         return varlen_call(q, k, v, cu_q, cu_k, lq, lk, causal, cfg)
-                    try:
-                        o, lse = call()
-                        launched = sdpa_kernels_launched(call)
-                    except Exception as e:  # noqa: BLE001
-                        FAILS.append(f"{name}: raised {e}")
+                    out = varlen_outputs(name, call, lq, count_launches=True)
+                    if out is None:
                         continue
-                    CHECKS[0] += 1
-                    if not torch.isnan(o[sum(lq):]).all():
-                        FAILS.append(f"{name}: wrote the padding rows past the last sequence")
+                    o, lse, launched = out
                     if launched is None:
                         print(f"note: {name}: the profiler saw no kernel; launches not checked")
                     elif len(launched) != (2 if cfg is None and two else 1):

@@ -91,19 +91,36 @@ static int mask_ok(int32_t causal, int64_t seqlen_q, int64_t seqlen_k) {
     return !(causal == 2 && seqlen_q > seqlen_k);
 }
 
-/* A varlen batch (batch strides 0, one map batch) is asked of its head
- * and row strides only; its masks per sequence (tt_varlen_dense_takes). */
+/* The four maps' shapes: seqlen, batch and batch stride of Q, K, V, O. A
+ * varlen batch's packed rows are one batch of total_q / total_k rows,
+ * whose stride the copy engine never steps but must find legal. */
+typedef struct map_shape {
+    int64_t len[4], batch;
+    tt_i64 batch_stride[4];
+} map_shape;
+
+static map_shape shape_of(const tt_sdpa_params *p) {
+    map_shape m;
+    const int varlen = p->cu_seqlens_q != NULL;
+    const int64_t lq = varlen ? p->total_q : p->seqlen_q, lk = varlen ? p->total_k : p->seqlen_k;
+    m.len[0] = m.len[3] = lq;
+    m.len[1] = m.len[2] = lk;
+    m.batch = varlen ? 1 : p->batch;
+    m.batch_stride[0] = varlen ? p->q_row_stride * lq : p->q_batch_stride;
+    m.batch_stride[1] = varlen ? p->k_row_stride * lk : p->k_batch_stride;
+    m.batch_stride[2] = varlen ? p->v_row_stride * lk : p->v_batch_stride;
+    m.batch_stride[3] = varlen ? p->o_row_stride * lq : p->o_batch_stride;
+    return m;
+}
+
+/* A varlen batch's masks are per sequence (tt_varlen_dense_takes). */
 static int runs(const tt_sdpa_params *p, int32_t causal) {
-    if (p->cu_seqlens_q)
-        return tma_strides_ok(p->q_row_stride, p->q_head_stride, p->q_row_stride) &&
-               tma_strides_ok(p->k_row_stride, p->k_head_stride, p->k_row_stride) &&
-               tma_strides_ok(p->v_row_stride, p->v_head_stride, p->v_row_stride) &&
-               tma_strides_ok(p->o_row_stride, p->o_head_stride, p->o_row_stride);
-    return mask_ok(causal, p->seqlen_q, p->seqlen_k) &&
-           tma_strides_ok(p->q_batch_stride, p->q_head_stride, p->q_row_stride) &&
-           tma_strides_ok(p->k_batch_stride, p->k_head_stride, p->k_row_stride) &&
-           tma_strides_ok(p->v_batch_stride, p->v_head_stride, p->v_row_stride) &&
-           tma_strides_ok(p->o_batch_stride, p->o_head_stride, p->o_row_stride);
+    const map_shape m = shape_of(p);
+    return (p->cu_seqlens_q || mask_ok(causal, p->seqlen_q, p->seqlen_k)) &&
+           tma_strides_ok(m.batch_stride[0], p->q_head_stride, p->q_row_stride) &&
+           tma_strides_ok(m.batch_stride[1], p->k_head_stride, p->k_row_stride) &&
+           tma_strides_ok(m.batch_stride[2], p->v_head_stride, p->v_row_stride) &&
+           tma_strides_ok(m.batch_stride[3], p->o_head_stride, p->o_row_stride);
 }
 
 /* A 4-d map (head_dim, seqlen, heads, batch) of 16-bit elements in the
@@ -147,27 +164,19 @@ static int launch_extra(const tt__variant *v, const tt_sdpa_params *p, tt__launc
         return tt__fail(
             TT_ERR_UNSUPPORTED, err, errlen,
             "the ws kernel needs strides the copy engine takes (positive multiples of 8 elements)");
-    /* varlen: the packed rows as one batch (whose stride the copy engine
-     * never steps, but must find legal: a multiple of 16 bytes) */
-    const int varlen = p->cu_seqlens_q != NULL;
-    if (varlen && c->q_in_regs)
+    if (p->cu_seqlens_q && c->q_in_regs)
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
                         "the ws kernel runs a varlen batch one CTA a tile (q_in_regs=0), not persistent");
-    const int64_t lq = varlen ? p->total_q : p->seqlen_q, lk = varlen ? p->total_k : p->seqlen_k;
-    const int64_t nb = varlen ? 1 : p->batch;
-    const tt_i64 qb = varlen ? p->q_row_stride * lq : p->q_batch_stride,
-                 kb = varlen ? p->k_row_stride * lk : p->k_batch_stride,
-                 vb = varlen ? p->v_row_stride * lk : p->v_batch_stride,
-                 ob = varlen ? p->o_row_stride * lq : p->o_batch_stride;
+    const map_shape sh = shape_of(p);
     CUtensorMap *m = (CUtensorMap *)(void *)x->buf;
-    if ((rc = tensor_map(cu, &m[0], "q", p->q, d, lq, p->heads_q, nb, qb, p->q_head_stride, p->q_row_stride,
-                         (unsigned)c->block_m, err, errlen)) < 0 ||
-        (rc = tensor_map(cu, &m[1], "k", p->k, d, lk, p->heads_kv, nb, kb, p->k_head_stride, p->k_row_stride,
-                         (unsigned)c->block_n, err, errlen)) < 0 ||
-        (rc = tensor_map(cu, &m[2], "v", p->v, d, lk, p->heads_kv, nb, vb, p->v_head_stride, p->v_row_stride,
-                         (unsigned)c->block_n, err, errlen)) < 0 ||
-        (rc = tensor_map(cu, &m[3], "o", p->o, d, lq, p->heads_q, nb, ob, p->o_head_stride, p->o_row_stride,
-                         64, err, errlen)) < 0)
+    if ((rc = tensor_map(cu, &m[0], "q", p->q, d, sh.len[0], p->heads_q, sh.batch, sh.batch_stride[0],
+                         p->q_head_stride, p->q_row_stride, (unsigned)c->block_m, err, errlen)) < 0 ||
+        (rc = tensor_map(cu, &m[1], "k", p->k, d, sh.len[1], p->heads_kv, sh.batch, sh.batch_stride[1],
+                         p->k_head_stride, p->k_row_stride, (unsigned)c->block_n, err, errlen)) < 0 ||
+        (rc = tensor_map(cu, &m[2], "v", p->v, d, sh.len[2], p->heads_kv, sh.batch, sh.batch_stride[2],
+                         p->v_head_stride, p->v_row_stride, (unsigned)c->block_n, err, errlen)) < 0 ||
+        (rc = tensor_map(cu, &m[3], "o", p->o, d, sh.len[3], p->heads_q, sh.batch, sh.batch_stride[3],
+                         p->o_head_stride, p->o_row_stride, 64, err, errlen)) < 0)
         return rc;
     for (int i = 0; i < 4; i++) x->params[i] = &m[i];
     x->n = 4;
