@@ -3,16 +3,21 @@ in one process: the A/B of a change to the paged loads or of the decode
 default's tile.
 
     python3 bench/inference/paged_ab.py [--tiles 64:2:4 64:4:4 128:3:4]
+    python3 bench/inference/paged_ab.py --default [--rounds 15]
 
 Per (batch, seqlen_k) of bench/inference/decode.py's paged shapes: the
 contiguous cache with the built-in default, then each tile (block_n:
 stages:warps over the default decode config) contiguous and on pages of
 16, 64 and 256 tokens (shuffled page table); CUDA-graph medians (ms) and
 the ratios to the contiguous default and to the tile's own contiguous
-time."""
+time. --default: the built-in default alone, contiguous and on each page
+size timed interleaved (decode.interleaved_times): medians and the paged /
+contiguous ratios, one process per build to A/B a change to the paged
+loads."""
 
 import argparse
 import os
+import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,7 +33,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiles", nargs="+", default=["64:2:4", "64:4:4"], help="block_n:stages:warps")
     ap.add_argument("--pages", type=int, nargs="+", default=[16, 64, 256])
+    ap.add_argument("--default", action="store_true", help="the default only, interleaved")
+    ap.add_argument("--rounds", type=int, default=15)
     a = ap.parse_args()
+    if a.default:
+        for (B, Lk) in decode.PAGED_SHAPES:
+            runs = decode.paged_runs(B, Lk, a.pages)
+            per = decode.interleaved_times([(label, fns) for label, _, fns in runs], a.rounds)
+            med = {k: statistics.median(v) for k, v in per.items()}
+            c = med.get("contiguous", float("nan"))
+            print(f"B{B} Lk{Lk} contiguous {c:.4f} ms " + " ".join(
+                f"{k} {v:.4f} ({v / c:.3f}x)" for k, v in med.items() if k != "contiguous"), flush=True)
+            del runs, per
+            torch.cuda.empty_cache()
+        return
     D, HKV, HQ, DT, DEV = decode.D, decode.HKV, decode.HQ, decode.DT, decode.DEV
     # the device's decode default (contiguous); each tile is this config with its knobs
     base = tiletune.parse_config(tiletune.default_config(D, "bf16", False, 1, 32768, device=0, group=HQ // HKV))

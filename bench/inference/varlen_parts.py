@@ -5,14 +5,21 @@ the tile the whole batch gets), and the batch's decode, speculative and
 chunk sequences as three varlen calls. CUDA-graph medians (ms), L2 cold.
 
     python3 bench/inference/varlen_parts.py [--fixed]
+    python3 bench/inference/varlen_parts.py --against-dense [--rounds 11]
 
 --fixed adds the whole batch under fixed tiles and each sequence under
 the tile the whole batch gets. TILETUNE_SPLITKV_VARLEN=host (env) gives
-the splits counted on the host alone, for an A/B."""
+the splits counted on the host alone, for an A/B; TILETUNE_SPLITKV_CLASS_ROWS
+the packed rows of the short row class (0: one splitkv launch for all).
+
+--against-dense: the whole batch and each sequence's dense run (through
+tt_sdpa_fwd_kvcache, on inputs of its own, L2 cold as decode.py's) timed
+interleaved: medians, the sum of the dense runs and the ratio."""
 
 import argparse
 import itertools
 import os
+import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,10 +64,39 @@ def timed(idx, sets, cfg):
         for s in parts])
 
 
+def against_dense(rounds):
+    D, HKV, HQ, DT, DEV = decode.D, decode.HKV, decode.HQ, decode.DT, decode.DEV
+    n = decode.copies_for(2 * sum(LK) * HKV * D * 2)
+    sets = [(torch.randn(sum(LQ), HQ, D, device=DEV, dtype=DT), torch.randn(sum(LK), HKV, D, device=DEV, dtype=DT),
+             torch.randn(sum(LK), HKV, D, device=DEV, dtype=DT)) for _ in range(n)]
+    parts, cu_q, cu_k, mq, mk = batch(list(range(len(LQ))), sets)
+    runs = [("varlen", [(lambda s=s: tiletune.flash_attn_varlen_func(s[0], s[1], s[2], cu_q, cu_k, mq, mk,
+                                                                     causal=True)) for s in parts])]
+    for b in range(len(LQ)):
+        fns = []
+        for _ in range(decode.copies_for(2 * LK[b] * HKV * D * 2 + 2 * LQ[b] * HQ * D * 2)):
+            qd = torch.randn(1, LQ[b], HQ, D, device=DEV, dtype=DT)
+            kd = torch.randn(1, LK[b], HKV, D, device=DEV, dtype=DT)
+            fns.append(lambda qd=qd, kd=kd, vd=torch.randn_like(kd): tiletune.flash_attn_with_kvcache(
+                qd, kd, vd, causal=True))
+        runs.append((f"dense{b}", fns))
+    per = decode.interleaved_times(runs, rounds)
+    med = {k: statistics.median(v) for k, v in per.items()}
+    dense = sum(v for k, v in med.items() if k != "varlen")
+    print("class rows:", os.environ.get("TILETUNE_SPLITKV_CLASS_ROWS", "default"), flush=True)
+    print("dense runs: " + " ".join(f"{LQ[b]}x{LK[b]} {med[f'dense{b}']:.4f}" for b in range(len(LQ))))
+    print(f"varlen {med['varlen']:.4f} ms, sum of dense {dense:.4f} ({med['varlen'] / dense:.3f}x)", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fixed", action="store_true")
-    fixed = ap.parse_args().fixed
+    ap.add_argument("--against-dense", action="store_true")
+    ap.add_argument("--rounds", type=int, default=11)
+    a = ap.parse_args()
+    fixed = a.fixed
+    if a.against_dense:
+        return against_dense(a.rounds)
     D, HKV, HQ, DT, DEV = decode.D, decode.HKV, decode.HQ, decode.DT, decode.DEV
     print("splits counted on the", os.environ.get("TILETUNE_SPLITKV_VARLEN", "device"), flush=True)
     n = decode.copies_for(2 * sum(LK) * HKV * D * 2)
