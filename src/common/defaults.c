@@ -213,12 +213,15 @@ static const struct splitkv_row splitkv_sm90_short_keys[] = {
  * sweep of the inference grid's short caches at the tune's two batches
  * (docs/perf.md, decode defaults by the call's units); the 16-row class
  * only (the others were not swept). d128 on a contiguous cache takes 2
- * stages (68 KB, three CTAs an SM) past two waves of units and at
- * 1.35-1.5 waves (tt__config_default_splitkv_wide): timed interleaved with
- * torch auto on the H200, 2 stages ran 0.1-0.6% faster than 3 (100 KB,
- * two an SM) at 384-1024 units and 4-5% at 192, and 2.7% slower at 160,
- * 0.5% at 256 (docs/perf.md, decode: clocks under load). A paged cache
- * keeps 3 stages (tt__splitkv_default_paged). */
+ * stages (68 KB, three CTAs an SM) at 1.35-1.5 waves of units
+ * (tt__config_default_splitkv_wide): timed interleaved with torch auto on
+ * the H200, 2 stages ran 4-5% faster than 3 (100 KB, two an SM) at 192
+ * units, and 2.7% slower at 160, 0.5% at 256. Past two waves the two
+ * were within about 1% of each other on most H200s measured (2 stages
+ * ahead by 0.1-0.6% where first measured, 3 stages by about 1% on
+ * three others), and 2 stages ran 10% slower on one more (B64 8k keys:
+ * 0.522-0.529 ms against 0.480; docs/perf.md), so 3 stages there. A
+ * paged cache keeps 3 stages (tt__splitkv_default_paged). */
 static const struct splitkv_row splitkv_sm90_wide[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
     {16, 64, 16, 128, 4, 3, 1, 0},
@@ -483,13 +486,13 @@ int tt__config_default_splitkv_wide(int32_t arch, int64_t packed_rows, int32_t h
     if (arch != 90 || sm_count <= 0 || units <= sm_count || packed_rows < 1 || packed_rows > 16)
         return TT_ERR_UNSUPPORTED;
     const int rc = splitkv_row_holding(ROWS_OF(splitkv_sm90_wide), packed_rows, head_dim, 0, out);
-    /* d128 contiguous: 2 stages (three CTAs an SM) past two waves of
-     * units, and where two splits a unit fill 90% of three CTAs an SM or
-     * more (1.35-1.5 waves); elsewhere 3 stages (two CTAs an SM), whose one
-     * wave holds 1.5-2 waves of units and whose unsplit grid ran 2.7%
-     * faster than the 2-stage tile's two splits at 1.2 waves (160 units) */
+    /* d128 contiguous: 2 stages (three CTAs an SM) where two splits a
+     * unit fill 90% of three CTAs an SM or more (1.35-1.5 waves);
+     * elsewhere 3 stages (two CTAs an SM), whose one wave holds 1.5-2
+     * waves of units and whose unsplit grid ran 2.7% faster than the
+     * 2-stage tile's two splits at 1.2 waves (160 units) */
     const int64_t sms = sm_count;
-    const int three = units > 2 * sms || (20 * units >= 27 * sms && 2 * units <= 3 * sms);
+    const int three = 20 * units >= 27 * sms && 2 * units <= 3 * sms;
     if (rc == 0 && head_dim == 128 && !paged && three) out->stages = 2;
     return rc;
 }

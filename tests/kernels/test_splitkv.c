@@ -688,8 +688,8 @@ TEST(decode_over_few_keys) {
 /* Decode of the 16-row class on sm_90 by the call's (batch, K/V head)
  * units: with more than the 132 SMs the tile that fits several CTAs an SM
  * runs (d64 3 stages; d128 64-key tiles with 2 stages, three CTAs an SM,
- * past 264 units and at 179-198, where two splits fill 90% of the slots;
- * elsewhere and over a paged cache 3 stages, two an SM); with fewer the
+ * at 179-198, where two splits fill 90% of the slots; elsewhere and over a
+ * paged cache 3 stages, two an SM); with fewer the
  * one-CTA rows (9-16 packed rows at d128 with 8 warps). tt_sdpa_fwd's
  * default and the KV-cache one alike. */
 TEST(decode_default_follows_the_units) {
@@ -697,7 +697,7 @@ TEST(decode_default_follows_the_units) {
     ASSERT((c).family == TT_FAMILY_SPLITKV && (c).block_m == 16 && (c).block_n == (bn) && (c).warps == 4 && \
            (c).stages == (st) && (c).split_ctas == 0)
     IS(default_at(90, 128, 1, 4096, 4, 8, 32), 128, 3);  /* 64 units */
-    IS(default_at(90, 128, 1, 4096, 4, 66, 32), 64, 2);  /* 528 */
+    IS(default_at(90, 128, 1, 4096, 4, 66, 32), 64, 3);  /* 528 */
     IS(default_at(90, 128, 1, 4096, 8, 33, 32), 128, 3); /* 132: one wave exactly */
     IS(default_at(90, 128, 1, 4096, 8, 34, 32), 64, 3);  /* 136 */
     IS(default_at(90, 128, 1, 4096, 4, 20, 32), 64, 3);  /* 160: two splits fill 81% */
@@ -707,8 +707,8 @@ TEST(decode_default_follows_the_units) {
     IS(default_at(90, 128, 1, 4096, 4, 25, 32), 64, 3);  /* 200: past 1.5 waves */
     IS(default_at(90, 128, 1, 4096, 4, 32, 32), 64, 3);  /* 256 */
     IS(default_at(90, 128, 1, 4096, 4, 33, 32), 64, 3);  /* 264: two waves exactly */
-    IS(default_at(90, 128, 1, 4096, 4, 34, 32), 64, 2);  /* 272 */
-    IS(default_at(90, 128, 1, 4096, 4, 64, 32), 64, 2);  /* 512 */
+    IS(default_at(90, 128, 1, 4096, 4, 34, 32), 64, 3);  /* 272 */
+    IS(default_at(90, 128, 1, 4096, 4, 64, 32), 64, 3);  /* 512 */
     IS(default_at(90, 128, 1, 4096, 4, 0, 0), 128, 3);   /* unknown: the key's row */
     /* d32 and d64: the 128-key tile, 3 stages, at any batch */
     IS(default_at(90, 32, 1, 32768, 4, 8, 32), 128, 3);
@@ -741,6 +741,8 @@ TEST(decode_default_follows_the_units) {
     ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 64, 0, &k));
     IS(k, 128, 3);
     ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 528, 0, &k));
+    IS(k, 64, 3);
+    ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 192, 0, &k));
     IS(k, 64, 2);
     ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 528, 1, &k)); /* paged */
     IS(k, 64, 3);
