@@ -210,20 +210,68 @@ static int varlen_route(const tt_sdpa_varlen_args *a, tt__splitkv_target *t, tt_
     return 1;
 }
 
-/* splitkv's launch of `t` on the config chosen for `choice`, then the
- * dense family's varlen launch where there is one. */
+/* splitkv's launches of a varlen batch: `t` on the config chosen for
+ * `choice` (the rows it keeps), or, where the batch's short sequences
+ * would share that tile with longer ones (tt__splitkv_class_q) and their
+ * own class's config is a smaller tile, two launches: the short class on
+ * its tile, the rest on choice's. Decode sequences on a chunk's 128-row
+ * tile (two stages, one CTA an SM) stream their caches at a fraction of
+ * the rate of their own 16-row tile (docs/perf.md). Not with a caller's
+ * config. The number of launches in run[] / cfg[], or a negative error. */
+static int row_classes(const tt_sdpa_varlen_args *a, const tt__splitkv_target *t,
+                       const tt__splitkv_target *choice, tt__splitkv_target run[2], tt_config cfg[2],
+                       char *err, size_t errlen) {
+    int rc = choose_splitkv(choice, a->config, &cfg[0], err, errlen);
+    if (rc < 0) return rc;
+    run[0] = *t;
+    const int64_t group = t->params.group,
+                  short_q = a->config
+                                ? 0
+                                : tt__splitkv_class_q(group, choice->key.seqlen_q, tt__splitkv_class_rows());
+    if (short_q == 0) return 1;
+    tt__splitkv_target sc = *choice;
+    sc.key.seqlen_q = short_q;
+    sc.rows_max = tt__splitkv_rows(short_q, group);
+    tt_config small;
+    char scratch[256];
+    if (choose_splitkv(&sc, NULL, &small, scratch, sizeof scratch) < 0 || small.block_m >= cfg[0].block_m)
+        return 1;
+    run[1] = *t;
+    run[1].params.seq_min_q = (int)short_q + 1;
+    run[0].params.seq_max_q = (int)short_q;
+    run[0].rows_max = sc.rows_max;
+    cfg[1] = cfg[0];
+    cfg[0] = small;
+    return 2;
+}
+
+/* splitkv's launches (row_classes), then the dense family's varlen launch
+ * where there is one. With ws_bytes: the workspace the call needs, the
+ * most of its launches' (they run one after another on the stream, so
+ * they share it). */
 static int run_varlen(const tt_sdpa_varlen_args *a, size_t *ws_bytes, char *err, size_t errlen) {
     tt__splitkv_target t, choice;
     int rc = tt__splitkv_varlen_target(a, &t, err, errlen);
     if (rc < 0) return rc;
     tt_sdpa_params dp;
-    tt_config dcfg, cfg;
+    tt_config dcfg, cfg[2];
     const int dense = varlen_route(a, &t, &choice, &dp, &dcfg);
-    if ((rc = choose_splitkv(&choice, a->config, &cfg, err, errlen)) < 0 ||
-        (rc = tt__splitkv_run(&t, &cfg, a->workspace, a->workspace_bytes, a->stream, ws_bytes, err, errlen)) <
-            0)
-        return rc;
-    if (!dense || ws_bytes) return 0; /* the dense family needs no workspace */
+    tt__splitkv_target run[2];
+    const int n = row_classes(a, &t, &choice, run, cfg, err, errlen);
+    if (n < 0) return n;
+    size_t most = 0;
+    for (int c = 0; c < n; c++) {
+        size_t bytes = 0;
+        if ((rc = tt__splitkv_run(&run[c], &cfg[c], a->workspace, a->workspace_bytes, a->stream,
+                                  ws_bytes ? &bytes : NULL, err, errlen)) < 0)
+            return rc;
+        if (bytes > most) most = bytes;
+    }
+    if (ws_bytes) {
+        *ws_bytes = most; /* the dense family needs none */
+        return 0;
+    }
+    if (!dense) return 0;
     const tt__kernel *k;
     if ((rc = tt__kernel_for_config(t.ctx, &t.limits, &dcfg, (int32_t)a->head_dim, (tt_dtype)a->dtype,
                                     a->causal, &k, err, errlen)) < 0)

@@ -481,6 +481,31 @@ TEST(varlen_long_sequences_go_where_the_dense_default_does) {
     ASSERT(!tt_varlen_dense_takes(0, 0, 300, 300)); /* no dense launch */
 }
 
+/* A varlen batch's sequences of at most 16 packed rows (the decode tile's)
+ * run in a launch of their own where the batch reaches past them: 4
+ * tokens at group 4, 16 at group 1, one token at group 16, none at group
+ * 32; on sm_90 their tile is smaller than the one the chunks' rows get. */
+TEST(varlen_short_sequences_are_a_row_class_of_their_own) {
+    ASSERT_EQ(TT_SPLITKV_CLASS_ROWS, 16);
+    ASSERT_EQ(tt__splitkv_class_q(4, 256, 16), 4);
+    ASSERT_EQ(tt__splitkv_class_q(4, 5, 16), 4);
+    ASSERT_EQ(tt__splitkv_class_q(4, 4, 16), 0); /* every sequence is short: one launch */
+    ASSERT_EQ(tt__splitkv_class_q(1, 512, 16), 16);
+    ASSERT_EQ(tt__splitkv_class_q(16, 2, 16), 1);
+    ASSERT_EQ(tt__splitkv_class_q(32, 2, 16), 0); /* one token is past the class */
+    ASSERT_EQ(tt__splitkv_class_q(4, 256, 0), 0); /* switched off */
+    /* each sequence in exactly one class's launch */
+    for (int lq = 0; lq <= 40; lq++)
+        ASSERT_EQ(tt_skv_class_takes(0, 4, lq) + tt_skv_class_takes(5, 0, lq), 1);
+    ASSERT(tt_skv_class_takes(0, 0, 5000));
+    tt__device_limits d;
+    ASSERT_OK(tt__device_limits_nominal(90, &d));
+    tt_config small, big;
+    ASSERT_OK(tt__splitkv_default(tt__splitkv_rows(4, 4), 8192, 128, &d, 0, 0, &small));
+    ASSERT_OK(tt__splitkv_default(tt__splitkv_rows(256, 4), 8192, 128, &d, 0, 0, &big));
+    ASSERT(small.block_m < big.block_m);
+}
+
 TEST(prefill_keys_leave_splitkv_out) {
     tt__device_limits d;
     ASSERT_OK(tt__device_limits_nominal(90, &d));

@@ -68,6 +68,11 @@ static int32_t threads(const tt_config *c) { return c->warps * 32; }
 
 int64_t tt__splitkv_rows(int64_t seqlen_q, int64_t group) { return seqlen_q * group; }
 
+int64_t tt__splitkv_class_q(int64_t group, int64_t keep_q, int64_t class_rows) {
+    const int64_t q = group >= 1 && class_rows > 0 ? class_rows / group : 0;
+    return q >= 1 && keep_q > q ? q : 0;
+}
+
 static void make(tt_config *c, int bm, int bn, int warps, int stages, int q_in_regs, int split_ctas) {
     memset(c, 0, sizeof *c);
     c->family = TT_FAMILY_SPLITKV;

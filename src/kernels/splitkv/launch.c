@@ -141,9 +141,13 @@ static int ws_get_locked(const tt__cuda *cu, CUcontext ctx, CUstream stream, siz
  *   d128 tiles: 70 KB a CTA, not 200; neutral on the H200, docs/perf.md).
  * - TILETUNE_SPLITKV_ROTATE=0: each CTA of a contiguous cache walks its
  *   run of tiles from the first, where it would start 37c tiles in
- *   (params.h; at most two splits a unit). */
+ *   (params.h; at most two splits a unit).
+ * - TILETUNE_SPLITKV_CLASS_ROWS=R: a varlen batch's short class holds
+ *   sequences of at most R packed rows (tt__splitkv_class_q); 0: one
+ *   launch on one tile for all. */
 static pthread_once_t switches_once = PTHREAD_ONCE_INIT;
 static int fused_merge = 1, balance_grid = 0, varlen_device = 1, trim_smem = 1, rotate_runs = 1;
+static int64_t class_rows = TT_SPLITKV_CLASS_ROWS;
 static int env_is(const char *name, const char *value) {
     const char *e = getenv(name);
     return e && strcmp(e, value) == 0;
@@ -154,6 +158,13 @@ static void switches_read(void) {
     varlen_device = !env_is("TILETUNE_SPLITKV_VARLEN", "host");
     trim_smem = !env_is("TILETUNE_SPLITKV_TRIM", "0");
     rotate_runs = !env_is("TILETUNE_SPLITKV_ROTATE", "0");
+    const char *e = getenv("TILETUNE_SPLITKV_CLASS_ROWS");
+    if (e && *e) class_rows = strtoll(e, NULL, 10);
+}
+
+int64_t tt__splitkv_class_rows(void) {
+    pthread_once(&switches_once, switches_read);
+    return class_rows;
 }
 
 /* ---- the launch ------------------------------------------------------------------ */

@@ -177,6 +177,8 @@ __device__ __forceinline__ Seq seq_of(const tt_splitkv_params &p, int b) {
     s.Lk = max(0, min(s.Lk, p.seqlen_k));
     /* a sequence the dense family's launch runs has no rows here */
     if (tt_varlen_dense_takes(p.dense_min_q, TT_CAUSAL, s.Lq, s.Lk)) s.Lq = 0;
+    /* nor has one of the other row class's launch */
+    if (!tt_skv_class_takes(p.seq_min_q, p.seq_max_q, s.Lq)) s.Lq = 0;
     return s;
 }
 
@@ -998,7 +1000,7 @@ extern "C" __global__ void __launch_bounds__(128) tt_splitkv_combine_kernel(tt_s
     const int b = p.cu_seqlens_q ? 0 : tok / p.seqlen_q;
     const int i = p.cu_seqlens_q ? tok : tok % p.seqlen_q;
     int nsplit = p.splits;
-    if (p.split_slots > 0 || p.dense_min_q > 0) {
+    if (p.split_slots > 0 || p.dense_min_q > 0 || p.seq_min_q > 0 || p.seq_max_q > 0) {
         /* the token's sequence: the last whose first token is at or before
          * it (empty sequences share their first token with the next) */
         int lo = 0, hi = p.batch - 1;
@@ -1008,8 +1010,8 @@ extern "C" __global__ void __launch_bounds__(128) tt_splitkv_combine_kernel(tt_s
             else hi = mid - 1;
         }
         const Seq s = seq_of(p, lo);
-        /* past the maxima, or a sequence of the dense family's launch: no
-         * CTA of this one ran it */
+        /* past the maxima, or a sequence of the dense family's launch or
+         * the other row class's: no CTA of this one ran it */
         if (tok - s.qoff >= s.Lq) return;
         if (p.split_slots > 0) {
             const int pr = (tok - s.qoff) * p.group + h % p.group, qb = pr / BM;

@@ -25,6 +25,22 @@ int tt__splitkv_head_dim_ok(int64_t d);
 /* Packed rows of a query block: seqlen_q x query heads per KV head. */
 int64_t tt__splitkv_rows(int64_t seqlen_q, int64_t group);
 
+/* A varlen batch in two row classes, each a launch on its own tile: the
+ * short one of the sequences of at most class_rows packed rows, the rest
+ * (the decode sequences of a batch with chunks in it kept off the chunks'
+ * 128-row tile). 16 rows, the decode tile's: on the H200 the mixed batch
+ * of bench/inference/decode.py ran 1.078x the sum of its dense runs so,
+ * 1.093x in one launch, and 1.18x with 64 rows (its speculative sequences
+ * on their 64-row tile too; docs/perf.md). Its most query rows, where the
+ * batch's sequences splitkv keeps (keep_q query rows at most) reach past
+ * them; else 0, one launch. The caller keeps one launch where both
+ * classes' configs have the same tile. */
+#define TT_SPLITKV_CLASS_ROWS 16
+int64_t tt__splitkv_class_q(int64_t group, int64_t keep_q, int64_t class_rows);
+/* class_rows as the launch runs it: TT_SPLITKV_CLASS_ROWS, or
+ * $TILETUNE_SPLITKV_CLASS_ROWS (launch.c's A/B switches; 0: none). */
+int64_t tt__splitkv_class_rows(void);
+
 /* The default for a paged cache from the contiguous one: a decode tile
  * with 2 stages, and 64 keys at head_dim >= 128 (see splitkv/family.c). */
 void tt__splitkv_default_paged(tt_config *c, int32_t head_dim);
