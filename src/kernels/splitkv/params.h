@@ -191,15 +191,15 @@ TT_SKV_FN int tt_skv_varlen_pick(const tt_skv_i64 *ctas, const int *tiles, int l
     }
     return best;
 }
-/* Splits of a unit of n key tiles at `tiles` a split (at least one: a
- * unit with no key writes its empty rows), and where split s starts: the
- * unit's tiles spread evenly over its splits. */
 /* Whether a launch of row class [min_q, max_q] (0: no bound) runs a
  * sequence of lq query rows: a varlen batch's short sequences run on a
  * tile of their own, in a launch of their own (sdpa.c). */
 TT_SKV_FN int tt_skv_class_takes(int min_q, int max_q, int lq) {
     return lq >= min_q && (max_q <= 0 || lq <= max_q);
 }
+/* Splits of a unit of n key tiles at `tiles` a split (at least one: a
+ * unit with no key writes its empty rows), and where split s starts: the
+ * unit's tiles spread evenly over its splits. */
 TT_SKV_FN int tt_skv_unit_splits(int n, int tiles) { return n > tiles ? (n + tiles - 1) / tiles : 1; }
 TT_SKV_FN int tt_skv_split_start(int n, int splits, int s) {
     return (int)((tt_skv_i64)n * s / splits);
