@@ -82,7 +82,9 @@ static int choose_splitkv(const tt__splitkv_target *t, const tt_config *given, t
                             out) < 0)
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen,
                         "no splitkv schedule of head_dim %d fits this device", (int)k2.head_dim);
-    if (t->params.block_table) tt__splitkv_default_paged(out, k2.head_dim);
+    if (t->params.block_table)
+        tt__splitkv_default_paged(out, k2.head_dim, (int64_t)1 << t->params.page_shift,
+                                  tt__splitkv_long_page());
     return 0;
 }
 

@@ -1,6 +1,7 @@
 """Family splitkv on a GPU against torch in float64, sequence by sequence:
-a contiguous KV cache with per-sequence lengths, a paged cache (pages 16,
-64, 256, the page table shuffled; pages over 4 GB apart), variable-length
+a contiguous KV cache with per-sequence lengths, a paged cache (pages 8,
+16, 32, 64, 256: a lookup a row, a page of two passes, a pointer stepped
+over a page's rows; the page table shuffled; pages over 4 GB apart), variable-length
 packed batches, GQA, causal none / top-left / bottom-right, empty and
 one-token sequences, split and unsplit launches, runs of key tiles
 started mid-run, the dense tt_sdpa_fwd route, a CUDA graph capture, and layouts the kernel refuses; then all of
@@ -114,7 +115,7 @@ def rnd(*shape, dtype):
     return torch.randn(*shape, device=DEV, dtype=torch.float32).to(dtype)
 
 
-def test_kvcache(paged_sizes=(0, 16, 64, 256)):
+def test_kvcache(paged_sizes=(0, 8, 16, 32, 64, 256)):
     torch.manual_seed(1)
     for dtype, D, (Hq, Hkv) in ((torch.bfloat16, 128, (8, 2)), (torch.bfloat16, 64, (4, 4)),
                                 (torch.float16, 128, (8, 2)), (torch.bfloat16, 256, (16, 2)),

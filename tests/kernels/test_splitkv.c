@@ -146,20 +146,26 @@ TEST(defaults_are_legal_everywhere) {
                 /* a decode tile holds the rows without a 4x larger one */
                 if (rows[r] <= 64 && c.block_m > 16 && c.block_m >= 2 * rows[r] && c.block_m != 16)
                     TT_FAIL_AT("rows %lld got block_m %d", (long long)rows[r], (int)c.block_m);
-                /* a paged cache's default is as legal, and never deeper */
-                tt_config pc = c;
-                tt__splitkv_default_paged(&pc, dims[i % 4]);
-                if (tt__variant_check(&pc, dims[i % 4], &d, err, sizeof err) < 0)
-                    TT_FAIL_AT("sm_%d d%d rows %lld paged: %s", arch[a], dims[i % 4], (long long)rows[r],
-                               err);
-                ASSERT(pc.stages <= c.stages && pc.block_m == c.block_m && pc.block_n <= c.block_n);
-                /* d128 pages: the 64-key tile (128 keys ran them 1.2-1.4x
-                 * slower), 3 stages; other head dims 2 */
-                if (c.block_m == 16 && c.warps == 4 && dims[i % 4] == 128) {
-                    ASSERT_EQ(pc.block_n, 64);
-                    ASSERT_EQ(pc.stages, c.stages < 3 ? c.stages : 3);
-                } else if (c.block_m == 16) {
-                    ASSERT_EQ(pc.stages, 2);
+                /* a paged cache's default is as legal, and never deeper,
+                 * on short pages and long ones */
+                const int64_t pages[2] = {TT_SPLITKV_LONG_PAGE / 2, TT_SPLITKV_LONG_PAGE};
+                for (int g = 0; g < 2; g++) {
+                    tt_config pc = c;
+                    tt__splitkv_default_paged(&pc, dims[i % 4], pages[g], TT_SPLITKV_LONG_PAGE);
+                    if (tt__variant_check(&pc, dims[i % 4], &d, err, sizeof err) < 0)
+                        TT_FAIL_AT("sm_%d d%d rows %lld pages of %lld: %s", arch[a], dims[i % 4],
+                                   (long long)rows[r], (long long)pages[g], err);
+                    ASSERT(pc.stages <= c.stages && pc.block_m == c.block_m && pc.block_n <= c.block_n);
+                    /* d128: the 64-key tile on short pages (128 keys, a
+                     * lookup a row, ran them 1.2-1.4x slower), the
+                     * contiguous tile on long ones (a lookup a page), 3
+                     * stages; other head dims 2 */
+                    if (c.block_m == 16 && c.warps == 4 && dims[i % 4] == 128) {
+                        ASSERT_EQ(pc.block_n, g == 0 && c.block_n > 64 ? 64 : c.block_n);
+                        ASSERT_EQ(pc.stages, c.stages < 3 ? c.stages : 3);
+                    } else if (c.block_m == 16) {
+                        ASSERT_EQ(pc.stages, 2);
+                    }
                 }
             }
     }

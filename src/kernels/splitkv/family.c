@@ -115,22 +115,24 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__dev
     return TT_ERR_UNSUPPORTED;
 }
 
-void tt__splitkv_default_paged(tt_config *c, int32_t head_dim) {
+void tt__splitkv_default_paged(tt_config *c, int32_t head_dim, int64_t page_size, int64_t long_page) {
     /* One CTA an SM (4 stages) runs a paged cache 1.25-1.46x slower than a
      * contiguous one on the H200, three (2 stages) 0.98-1.02x (with the
      * split filling the last wave). Not for want of the page numbers: read
      * a tile ahead into shared memory they changed neither (docs/perf.md,
      * the inference grid section). At d128 the contiguous row's 128-key
-     * 4-warp tile ran pages 1.19-1.41x its contiguous time: a paged d128
-     * decode keeps 64 keys (with the one key warp of 4; 8 warps split 128
-     * keys 8 ways), and since the tiles are swizzled with 3 stages (two
-     * CTAs an SM): 1.01-1.10x the contiguous default at batch 1-64 and
-     * pages of 16-256 tokens, where 2 stages ran 1.00-1.14x (docs/perf.md,
-     * decode defaults by the call's units). */
+     * 4-warp tile ran pages 1.19-1.41x its contiguous time with a lookup
+     * a row; since its copy looks a page up once for the page's rows
+     * (mainloop.cuh) it runs pages of 16-256 tokens at 0.99-1.07x the
+     * contiguous default, where the 64-key tile ran B1 32k at 1.05-1.08x
+     * (H200, docs/perf.md): pages of long_page tokens and more keep the
+     * contiguous tile, shorter ones (a lookup a row) take 64 keys (with
+     * the one key warp of 4; 8 warps split 128 keys 8 ways), 3 stages
+     * (two CTAs an SM), where 2 stages ran 1.00-1.14x. */
     if (c->family != TT_FAMILY_SPLITKV || c->block_m > 16) return;
     const int deep = head_dim >= 128 && c->warps <= 4 ? 3 : 2;
     if (c->stages > deep) c->stages = deep;
-    if (head_dim >= 128 && c->block_n > 64 && c->warps <= 4) c->block_n = 64;
+    if (head_dim >= 128 && c->block_n > 64 && c->warps <= 4 && page_size < long_page) c->block_n = 64;
 }
 
 /* Tiles no larger than the packed rows (seqlen_q x group) need, and one

@@ -144,10 +144,12 @@ static int ws_get_locked(const tt__cuda *cu, CUcontext ctx, CUstream stream, siz
  *   (params.h; at most two splits a unit).
  * - TILETUNE_SPLITKV_CLASS_ROWS=R: a varlen batch's short class holds
  *   sequences of at most R packed rows (tt__splitkv_class_q); 0: one
- *   launch on one tile for all. */
+ *   launch on one tile for all.
+ * - TILETUNE_SPLITKV_LONG_PAGE=P: pages of at least P tokens keep a d128
+ *   decode's 128-key tile (tt__splitkv_default_paged). */
 static pthread_once_t switches_once = PTHREAD_ONCE_INIT;
 static int fused_merge = 1, balance_grid = 0, varlen_device = 1, trim_smem = 1, rotate_runs = 1;
-static int64_t class_rows = TT_SPLITKV_CLASS_ROWS;
+static int64_t class_rows = TT_SPLITKV_CLASS_ROWS, long_page = TT_SPLITKV_LONG_PAGE;
 static int env_is(const char *name, const char *value) {
     const char *e = getenv(name);
     return e && strcmp(e, value) == 0;
@@ -160,11 +162,17 @@ static void switches_read(void) {
     rotate_runs = !env_is("TILETUNE_SPLITKV_ROTATE", "0");
     const char *e = getenv("TILETUNE_SPLITKV_CLASS_ROWS");
     if (e && *e) class_rows = strtoll(e, NULL, 10);
+    if ((e = getenv("TILETUNE_SPLITKV_LONG_PAGE")) && *e) long_page = strtoll(e, NULL, 10);
 }
 
 int64_t tt__splitkv_class_rows(void) {
     pthread_once(&switches_once, switches_read);
     return class_rows;
+}
+
+int64_t tt__splitkv_long_page(void) {
+    pthread_once(&switches_once, switches_read);
+    return long_page;
 }
 
 /* ---- the launch ------------------------------------------------------------------ */

@@ -377,12 +377,12 @@ __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row,
 #pragma unroll
         for (int k = 0; k < KS; ++k) mx = fmaxf(mx, w[k]);
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        for (int sh = 16; sh > 0; sh >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, sh));
         float sum = 0.f;
 #pragma unroll
         for (int k = 0; k < KS; ++k) sum += w[k] == neg_inf() ? 0.f : ex2((w[k] - mx) * LOG2E);
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        for (int sh = 16; sh > 0; sh >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, sh);
         const bool empty = mx == neg_inf() || !(sum > 0.f);
         lse = empty ? p.lse_empty : mx + lg2(sum) * LN2;
 #pragma unroll
@@ -558,46 +558,132 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
             }
             return;
         }
-        /* Paged: a row looks its page up once for both K and V; the page
-         * numbers of PG rows first (independent loads in flight together),
-         * then their copies; a lookup per copy waited one cache round trip
-         * per row (1.2-1.5x a contiguous cache on the H200). PG rows at a
-         * time: all of a tile's at once spilled the 32-row warps (two m
-         * tiles), and so did 4 (24 bytes): they take one; 16-row tiles of
-         * 128 keys spilled 12 bytes with 4 (ptxas keeps them at 168
-         * registers): 2; sm_80's ptxas: 1. */
+        /* Paged. A page's rows are a row stride apart, as a contiguous
+         * cache's: a thread looks a page up once for the passes (RSTEP rows
+         * each) it copies on that page, and steps a pointer between them.
+         * A lookup and its 64-bit products for every row ran the
+         * one-CTA-an-SM 16x128 decode tile at 1.17-1.28x its contiguous
+         * time on pages of 64-256 tokens, a page once 0.99-1.07x (H200,
+         * B1-B64). */
+        const i64 ks = (i64)RSTEP * p.k_row_stride, vs = (i64)RSTEP * p.v_row_stride;
+        const int n_first = j * BN + r0;
+        /* pass `it`'s copies from the rows at kr / vr */
+        auto put = [&](int it, const u16 *kr, const u16 *vr, bool all) {
+            const u32 o = same_swizzle ? o0 + it * RSTEP * ROW_BYTES : soff(r0 + it * RSTEP, c);
+            if (all) {
+                cp_async16_all(dk + o, kr);
+                cp_async16_all(dk + T_BYTES + o, vr);
+            } else {
+                const bool ok = n_first + it * RSTEP < Lk;
+                cp_async16(dk + o, ok ? kr : kb, ok);
+                cp_async16(dk + T_BYTES + o, ok ? vr : vb, ok);
+            }
+        };
+        const bool all = whole && j * BN + BN <= Lk;
+        /* Pages of 4 passes or more: the page after is looked up as a
+         * page's copies start. A page every two passes waits out a
+         * lookup's round trip per page that way (pages of 16: 1.09x the
+         * contiguous cache at B1 32k on the 16x64 tile, against 1.05x with
+         * lookups in flight together, below). */
+        if ((1 << p.page_shift) >= 4 * RSTEP) {
+            const int ipp_mask = (1 << p.page_shift) / RSTEP - 1;
+            int pg_next = n_first < Lk ? table[n_first >> p.page_shift] : 0;
+            const u16 *kr = kb, *vr = vb;
+            auto step = [&](int it, bool all) {
+                if ((it & ipp_mask) == 0) {
+                    const int n = n_first + it * RSTEP;
+                    const int pg = pg_next;
+                    const int nn = n + (1 << p.page_shift);
+                    pg_next = nn < Lk ? table[nn >> p.page_shift] : 0;
+                    const int pi = n & pmask;
+                    kr = kb + (i64)pg * p.k_batch_stride + (i64)pi * p.k_row_stride + c * 8;
+                    vr = vb + (i64)pg * p.v_batch_stride + (i64)pi * p.v_row_stride + c * 8;
+                } else {
+                    kr += ks;
+                    vr += vs;
+                }
+                put(it, kr, vr, all);
+            };
+            /* a literal at each call site: the other branch folds away */
+            if (all) {
+#pragma unroll
+                for (int it = 0; it < IT; ++it) step(it, true);
+            } else {
+#pragma unroll 1
+                for (int it = 0; it < IT; ++it) step(it, false);
+            }
+            return;
+        }
+        /* Shorter pages: the page numbers of a few pages first
+         * (independent loads in flight together), then their passes'
+         * copies; a lookup per copy waited one cache round trip per row
+         * (1.2-1.5x a contiguous cache on the H200). Pages of two passes
+         * (16 tokens on the d128 4-warp tiles) take one lookup for both,
+         * PB pages at a time (8 on 16-row tiles); not on warps of two m
+         * tiles, whose 32x128 2-stage program spilled 92 bytes with it. */
+        if (MT == 1 && IT % 2 == 0 && (1 << p.page_shift) == 2 * RSTEP) {
+            constexpr int NP = IT / 2 > 0 ? IT / 2 : 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+            constexpr int PB = 1;
+#else
+            constexpr int PB = NP < 4 ? NP : BM <= 16 && NP >= 8 ? 8 : 4;
+#endif
+            auto pairs = [&](int k0, bool all) {
+                int pg[PB];
+#pragma unroll
+                for (int u = 0; u < PB; ++u) {
+                    const int n = n_first + (k0 + u) * 2 * RSTEP;
+                    pg[u] = n < Lk ? table[n >> p.page_shift] : 0;
+                }
+#pragma unroll
+                for (int u = 0; u < PB; ++u) {
+                    const int it = (k0 + u) * 2;
+                    const int pi = (n_first + it * RSTEP) & pmask;
+                    const u16 *kr = kb + (i64)pg[u] * p.k_batch_stride + (i64)pi * p.k_row_stride + c * 8;
+                    const u16 *vr = vb + (i64)pg[u] * p.v_batch_stride + (i64)pi * p.v_row_stride + c * 8;
+                    put(it, kr, vr, all);
+                    put(it + 1, kr + ks, vr + vs, all);
+                }
+            };
+            if (all) {
+#pragma unroll
+                for (int k0 = 0; k0 < NP; k0 += PB) pairs(k0, true);
+            } else {
+#pragma unroll 1
+                for (int k0 = 0; k0 < NP; k0 += PB) pairs(k0, false);
+            }
+            return;
+        }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
         constexpr int PG = 1;
 #else
         constexpr int PG = MT > 1 ? 1 : IT > 8 ? 2 : IT < 4 ? IT : 4;
 #endif
-        auto rows = [&](int i0) {
+        /* A lookup a pass, PG at a time: all of a tile's at once spilled
+         * the 32-row warps (two m tiles), and so did 4 (24 bytes): they
+         * take one; 16-row tiles of 128 keys spilled 12 bytes with 4: 2;
+         * sm_80's ptxas: 1. */
+        auto rows = [&](int i0, bool all) {
             int pg[PG];
 #pragma unroll
             for (int u = 0; u < PG; ++u) {
-                const int n = j * BN + r0 + (i0 + u) * RSTEP;
+                const int n = n_first + (i0 + u) * RSTEP;
                 pg[u] = n < Lk ? table[n >> p.page_shift] : 0;
             }
 #pragma unroll
             for (int u = 0; u < PG; ++u) {
                 const int it = i0 + u;
-                const int n = j * BN + r0 + it * RSTEP;
-                const bool ok = n < Lk;
-                const int pi = n & pmask;
-                const i64 ko = (i64)pg[u] * p.k_batch_stride + pi * p.k_row_stride;
-                const i64 vo = (i64)pg[u] * p.v_batch_stride + pi * p.v_row_stride;
-                const u32 o = same_swizzle ? o0 + it * RSTEP * ROW_BYTES : soff(r0 + it * RSTEP, c);
-                cp_async16(dk + o, ok ? kb + ko + c * 8 : kb, ok);
-                cp_async16(dk + T_BYTES + o, ok ? vb + vo + c * 8 : vb, ok);
+                const int pi = (n_first + it * RSTEP) & pmask;
+                put(it, kb + (i64)pg[u] * p.k_batch_stride + (i64)pi * p.k_row_stride + c * 8,
+                    vb + (i64)pg[u] * p.v_batch_stride + (i64)pi * p.v_row_stride + c * 8, all);
             }
         };
-        /* a literal at each call site: the other branch folds away */
-        if (whole) {
+        if (all) {
 #pragma unroll
-            for (int i0 = 0; i0 < IT; i0 += PG) rows(i0);
+            for (int i0 = 0; i0 < IT; i0 += PG) rows(i0, true);
         } else {
 #pragma unroll 1
-            for (int i0 = 0; i0 < IT; i0 += PG) rows(i0);
+            for (int i0 = 0; i0 < IT; i0 += PG) rows(i0, false);
         }
     };
     /* Where in its run the CTA starts (p.rotate). Every CTA of a

@@ -41,9 +41,18 @@ int64_t tt__splitkv_class_q(int64_t group, int64_t keep_q, int64_t class_rows);
  * $TILETUNE_SPLITKV_CLASS_ROWS (launch.c's A/B switches; 0: none). */
 int64_t tt__splitkv_class_rows(void);
 
-/* The default for a paged cache from the contiguous one: a decode tile
- * with 2 stages, and 64 keys at head_dim >= 128 (see splitkv/family.c). */
-void tt__splitkv_default_paged(tt_config *c, int32_t head_dim);
+/* Pages of at least this many tokens keep a d128 decode's 128-key tile
+ * (tt__splitkv_default_paged): two of the 4-warp tile's 8-row passes, one
+ * page lookup for both. */
+#define TT_SPLITKV_LONG_PAGE 16
+/* long pages as the launch takes them: TT_SPLITKV_LONG_PAGE, or
+ * $TILETUNE_SPLITKV_LONG_PAGE (launch.c's A/B switches). */
+int64_t tt__splitkv_long_page(void);
+/* The default for a paged cache of `page_size` tokens a page from the
+ * contiguous one: a decode tile with at most 3 stages at d128 (2 at other
+ * head dims), and 64 keys at head_dim >= 128 on pages shorter than
+ * long_page tokens (see splitkv/family.c). */
+void tt__splitkv_default_paged(tt_config *c, int32_t head_dim, int64_t page_size, int64_t long_page);
 /* The built-in default for `rows` packed rows (seqlen_q x group) and
  * seqlen_k on `dev` (NULL: sm_90's limits), for a call of `units` (batch x
  * K/V heads; 0: unknown, the key's row) over a contiguous cache or
