@@ -113,6 +113,18 @@ __device__ __forceinline__ void cp_async16_all(u32 saddr, const void *g) {
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(saddr), "l"(g));
 }
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+/* f(i, true) for i = 0, STEP, ... below N unrolled where `all`, else
+ * f(i, false) in a rolled loop: a literal at each call, so each body's
+ * other branch folds away. */
+template <int N, int STEP, typename F> __device__ __forceinline__ void each_pass(bool all, F &&f) {
+    if (all) {
+#pragma unroll
+        for (int i = 0; i < N; i += STEP) f(i, true);
+    } else {
+#pragma unroll 1
+        for (int i = 0; i < N; i += STEP) f(i, false);
+    }
+}
 
 __device__ __forceinline__ void ldsm_x4(u32 addr, u32 &r0, u32 &r1, u32 &r2, u32 &r3) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -579,6 +591,12 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
                 cp_async16(dk + T_BYTES + o, ok ? vr : vb, ok);
             }
         };
+        /* kr / vr: this thread's chunk of key n's row on page pg */
+        auto page_row = [&](int pg, int n, const u16 *&kr, const u16 *&vr) {
+            const int pi = n & pmask;
+            kr = kb + (i64)pg * p.k_batch_stride + (i64)pi * p.k_row_stride + c * 8;
+            vr = vb + (i64)pg * p.v_batch_stride + (i64)pi * p.v_row_stride + c * 8;
+        };
         const bool all = whole && j * BN + BN <= Lk;
         /* Pages of 4 passes or more: the page after is looked up as a
          * page's copies start. A page every two passes waits out a
@@ -595,23 +613,14 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
                     const int pg = pg_next;
                     const int nn = n + (1 << p.page_shift);
                     pg_next = nn < Lk ? table[nn >> p.page_shift] : 0;
-                    const int pi = n & pmask;
-                    kr = kb + (i64)pg * p.k_batch_stride + (i64)pi * p.k_row_stride + c * 8;
-                    vr = vb + (i64)pg * p.v_batch_stride + (i64)pi * p.v_row_stride + c * 8;
+                    page_row(pg, n, kr, vr);
                 } else {
                     kr += ks;
                     vr += vs;
                 }
                 put(it, kr, vr, all);
             };
-            /* a literal at each call site: the other branch folds away */
-            if (all) {
-#pragma unroll
-                for (int it = 0; it < IT; ++it) step(it, true);
-            } else {
-#pragma unroll 1
-                for (int it = 0; it < IT; ++it) step(it, false);
-            }
+            each_pass<IT, 1>(all, step);
             return;
         }
         /* Shorter pages: the page numbers of a few pages first
@@ -638,20 +647,13 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
 #pragma unroll
                 for (int u = 0; u < PB; ++u) {
                     const int it = (k0 + u) * 2;
-                    const int pi = (n_first + it * RSTEP) & pmask;
-                    const u16 *kr = kb + (i64)pg[u] * p.k_batch_stride + (i64)pi * p.k_row_stride + c * 8;
-                    const u16 *vr = vb + (i64)pg[u] * p.v_batch_stride + (i64)pi * p.v_row_stride + c * 8;
+                    const u16 *kr, *vr;
+                    page_row(pg[u], n_first + it * RSTEP, kr, vr);
                     put(it, kr, vr, all);
                     put(it + 1, kr + ks, vr + vs, all);
                 }
             };
-            if (all) {
-#pragma unroll
-                for (int k0 = 0; k0 < NP; k0 += PB) pairs(k0, true);
-            } else {
-#pragma unroll 1
-                for (int k0 = 0; k0 < NP; k0 += PB) pairs(k0, false);
-            }
+            each_pass<NP, PB>(all, pairs);
             return;
         }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -673,18 +675,12 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
 #pragma unroll
             for (int u = 0; u < PG; ++u) {
                 const int it = i0 + u;
-                const int pi = (n_first + it * RSTEP) & pmask;
-                put(it, kb + (i64)pg[u] * p.k_batch_stride + (i64)pi * p.k_row_stride + c * 8,
-                    vb + (i64)pg[u] * p.v_batch_stride + (i64)pi * p.v_row_stride + c * 8, all);
+                const u16 *kr, *vr;
+                page_row(pg[u], n_first + it * RSTEP, kr, vr);
+                put(it, kr, vr, all);
             }
         };
-        if (all) {
-#pragma unroll
-            for (int i0 = 0; i0 < IT; i0 += PG) rows(i0, true);
-        } else {
-#pragma unroll 1
-            for (int i0 = 0; i0 < IT; i0 += PG) rows(i0, false);
-        }
+        each_pass<IT, PG>(all, rows);
     };
     /* Where in its run the CTA starts (p.rotate). Every CTA of a
      * contiguous cache streams its own run of tiles; from their first
