@@ -374,9 +374,14 @@ TT_EXPORT int tt_sdpa_fwd_kvcache_workspace(const tt_sdpa_kvcache_args *a, size_
  * of q (device int32 [batch + 1], nondecreasing, from 0), likewise for k/v.
  * Strides (head, row). A sequence may be empty. With no config, sequences
  * long enough for the dense default's family (sm_90: more than 1024 query
- * rows x GQA group) run there in a second launch on the same stream; it
- * reads whole key tiles, so rows of k/v past cu_seqlens_k[batch] must hold
- * finite values (they are multiplied by 0). */
+ * rows x GQA group) run there in a second launch, alongside splitkv's: on
+ * the library's side stream of `stream` (one per context and stream, made
+ * to wait for `stream` first and joined back into it before the call
+ * returns, so later work on `stream` sees every row; a stream capture
+ * records the two as parallel branches; TILETUNE_SIDE_STREAM=0 in the
+ * environment: one after the other on `stream`). That launch reads whole
+ * key tiles, so rows of k/v past cu_seqlens_k[batch] must hold finite
+ * values (they are multiplied by 0). */
 typedef struct tt_sdpa_varlen_args {
     const void *q, *k, *v;
     void *o;    /* the shape of q */

@@ -97,6 +97,7 @@ static void cuda_load_once(void) {
     LOAD(StreamSynchronize, "cuStreamSynchronize");
     LOAD(StreamQuery, "cuStreamQuery");
     LOAD(StreamIsCapturing, "cuStreamIsCapturing");
+    LOAD(StreamWaitEvent, "cuStreamWaitEvent");
     LOAD(EventCreate, "cuEventCreate");
     LOAD(EventDestroy, "cuEventDestroy_v2");
     LOAD(EventRecord, "cuEventRecord");

@@ -344,6 +344,155 @@ def test_varlen_long_sequences():
         FAILS.append("varlen long: no batch ran its short sequences in a launch of their own on sm_90")
 
 
+def kernel_streams(fn):
+    """{kernel name: the set of streams it ran on} for fn()'s CUDA kernels
+    (torch.profiler's kineto events); None where the profiler gives no
+    stream."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    streams = {}
+    try:
+        for e in prof.profiler.kineto_results.events():
+            if e.device_type() == torch.autograd.DeviceType.CUDA:
+                streams.setdefault(e.name(), set()).add(e.device_resource_id())
+    except AttributeError:
+        return None
+    return streams
+
+
+def test_varlen_side_stream():
+    """A varlen batch whose long sequences run on ws: that launch goes on a
+    stream of its own, alongside splitkv's on the caller's, and joins the
+    caller's stream again before the call returns: work queued next on the
+    caller's stream sees every sequence's output, eagerly and in a captured
+    graph replayed with new inputs. With TILETUNE_SIDE_STREAM=0 (a process
+    of its own) all of it runs on the caller's stream."""
+    if torch.cuda.get_device_capability(DEV) != (9, 0):
+        print("note: varlen side stream: ws runs on sm_90 only; skipped")
+        return
+    torch.manual_seed(9)
+    dtype = torch.bfloat16
+    lq, lk = [1, 300, 520, 7, 1], [3000, 900, 600, 50, 8192]
+    cu_q, cu_k, q, k, v = packed_batch(lq, lk, 8, 2, 128, dtype, 0)
+    sc = 1.0 / math.sqrt(128)
+
+    def check_all(name, o, lse):
+        for b in range(len(lq)):
+            qs, qe, ks, ke = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
+            ro, rl = ref_seq(q[qs:qe], k[ks:ke], v[ks:ke], 2, sc)
+            check(f"{name} seq{b}", o[qs:qe], lse[:, qs:qe], ro, rl, dtype)
+
+    def call():
+        return varlen_call(q, k, v, cu_q, cu_k, lq, lk, 2, None)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        streams = kernel_streams(call)
+        o, lse = call()
+        # queued behind the call on its stream: the copy must see the ws
+        # launch's rows, which ran on another stream
+        o2, lse2 = o.clone(), lse.clone()
+    torch.cuda.synchronize()
+    check_all("varlen side stream, a copy queued after", o2, lse2)
+    want_two = os.environ.get("TILETUNE_SIDE_STREAM") != "0"
+    if streams is None:
+        print("note: varlen side stream: the profiler gives no streams; not checked")
+    else:
+        used = set().union(*(v for n, v in streams.items() if n == "tt_sdpa_fwd_kernel")) if streams else set()
+        CHECKS[0] += 1
+        if len(used) != (2 if want_two else 1):
+            FAILS.append(f"varlen side stream: attention kernels ran on streams {sorted(used)}, expected "
+                         f"{2 if want_two else 1}")
+    s2 = torch.cuda.Stream()
+    with torch.cuda.stream(s2):
+        g = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(g, stream=s2):
+                og, lseg = call()
+        except Exception as e:  # noqa: BLE001
+            FAILS.append(f"varlen side stream: capture raised {e}")
+            return
+    for rep in range(2):
+        q.copy_(rnd(*q.shape, dtype=dtype))
+        g.replay()
+        torch.cuda.synchronize()
+        check_all(f"varlen side stream, graph replay {rep}", og, lseg)
+
+
+def test_varlen_caller_workspace():
+    """tt_sdpa_fwd_varlen with the caller's workspace: the bytes
+    tt_sdpa_fwd_varlen_workspace gives are enough (every sequence right),
+    a byte less or an address off 256-byte alignment is refused with a
+    message naming the workspace, and nothing is written then."""
+    import ctypes
+    from tiletune.inference import _VarlenArgs, _declare
+    torch.manual_seed(11)
+    dtype = torch.bfloat16
+    lq, lk = [1, 4, 0, 1, 16], [8192, 3000, 5, 1, 700]
+    cu_q, cu_k, q, k, v = packed_batch(lq, lk, 8, 2, 128, dtype, 0)
+    lib = _declare()
+    lib.tt_sdpa_fwd_varlen_workspace.argtypes = [ctypes.POINTER(_VarlenArgs), ctypes.POINTER(ctypes.c_size_t),
+                                                 ctypes.c_char_p, ctypes.c_size_t]
+    lib.tt_sdpa_fwd_varlen_workspace.restype = ctypes.c_int
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((8, q.shape[0]), float("nan"), dtype=torch.float32, device=DEV)
+    a = _VarlenArgs()
+    a.q, a.k, a.v, a.o, a.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
+    a.cu_seqlens_q, a.cu_seqlens_k = cu_q.data_ptr(), cu_k.data_ptr()
+    a.batch, a.heads_q, a.heads_kv, a.total_q, a.total_k, a.head_dim = len(lq), 8, 2, q.shape[0], k.shape[0], 128
+    a.max_seqlen_q, a.max_seqlen_k = max(lq), max(lk)
+    for field, t in (("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", o)):
+        getattr(a, field)[:] = [t.stride(1), t.stride(0)]
+    a.dtype, a.causal = 1 if dtype == torch.bfloat16 else 0, 2
+    a.stream = torch.cuda.current_stream(DEV).cuda_stream
+    err = ctypes.create_string_buffer(512)
+    need = ctypes.c_size_t(0)
+    CHECKS[0] += 1
+    if lib.tt_sdpa_fwd_varlen_workspace(ctypes.byref(a), ctypes.byref(need), err, len(err)) < 0:
+        FAILS.append(f"varlen workspace size: {err.value.decode()}")
+        return
+    if need.value == 0:
+        FAILS.append("varlen caller workspace: the batch split nothing (0 bytes); the test needs a split")
+        return
+    buf = torch.zeros(need.value + 512, dtype=torch.uint8, device=DEV)
+    base = (buf.data_ptr() + 255) // 256 * 256
+    for name, ptr, size in (("a byte short", base, need.value - 1), ("off alignment", base + 16, need.value)):
+        a.workspace, a.workspace_bytes = ptr, size
+        CHECKS[0] += 1
+        rc = lib.tt_sdpa_fwd_varlen(ctypes.byref(a), err, len(err))
+        torch.cuda.synchronize()
+        if rc >= 0 or "workspace" not in err.value.decode():
+            FAILS.append(f"varlen caller workspace {name}: rc {rc}, {err.value.decode()!r}")
+        if not torch.isnan(o).all():
+            FAILS.append(f"varlen caller workspace {name}: refused, yet wrote the output")
+    a.workspace, a.workspace_bytes = base, need.value
+    if lib.tt_sdpa_fwd_varlen(ctypes.byref(a), err, len(err)) < 0:
+        FAILS.append(f"varlen caller workspace: {err.value.decode()}")
+        return
+    torch.cuda.synchronize()
+    for b in range(len(lq)):
+        qs, qe, ks, ke = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
+        if qe > qs:
+            ro, rl = ref_seq(q[qs:qe], k[ks:ke], v[ks:ke], 2, 1.0 / math.sqrt(128))
+            check(f"varlen caller workspace seq{b}", o[qs:qe], lse[:, qs:qe], ro, rl, dtype)
+
+
+def side_stream_off_run():
+    """test_varlen_side_stream in a process with the side stream off (the
+    library reads TILETUNE_SIDE_STREAM once a process)."""
+    env = dict(os.environ, TILETUNE_SIDE_STREAM="0")
+    code = ("import sys; sys.argv = ['x']; import runpy; m = runpy.run_path(%r);"
+            " m['test_varlen_side_stream'](); [print('FAIL', f) for f in m['FAILS']];"
+            " print(m['CHECKS'][0], 'checks'); sys.exit(1 if m['FAILS'] else 0)") % os.path.abspath(__file__)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    for line in (r.stdout + r.stderr).strip().splitlines()[-12:]:
+        print("side stream off:", line)
+    if r.returncode != 0:
+        FAILS.append(f"side stream off run: exit {r.returncode}")
+
+
 def test_dense_route():
     """tt_sdpa_fwd with a splitkv config: the dense [B, H, L, D] layout."""
     torch.manual_seed(3)
@@ -620,6 +769,8 @@ if __name__ == "__main__":
         test_pages_far_apart()
     test_varlen()
     test_varlen_long_sequences()
+    test_varlen_side_stream()
+    test_varlen_caller_workspace()
     test_dense_route()
     test_balanced_grid()
     test_run_order()
@@ -629,6 +780,7 @@ if __name__ == "__main__":
         test_refusals()
     if not os.environ.get("TT_BALANCED_CHILD"):
         balanced_run()
+        side_stream_off_run()
     for f in FAILS[:40]:
         print("FAIL", f)
     print(f"{CHECKS[0]} checks, {len(FAILS)} failures")
