@@ -145,10 +145,14 @@ static int ws_get_locked(const tt__cuda *cu, CUcontext ctx, CUstream stream, siz
  * - TILETUNE_SPLITKV_CLASS_ROWS=R: a varlen batch's short class holds
  *   sequences of at most R packed rows (tt__splitkv_class_q); 0: one
  *   launch on one tile for all.
+ * - TILETUNE_SPLITKV_PART_PLAN=0: a varlen launch of part of the batch
+ *   whose sequences are one query block each takes its splits from the
+ *   host's count of the whole batch's keys, not the planner's of its own.
  * - TILETUNE_SPLITKV_LONG_PAGE=P: pages of at least P tokens keep a d128
  *   decode's 128-key tile (tt__splitkv_default_paged). */
 static pthread_once_t switches_once = PTHREAD_ONCE_INIT;
-static int fused_merge = 1, balance_grid = 0, varlen_device = 1, trim_smem = 1, rotate_runs = 1;
+static int fused_merge = 1, balance_grid = 0, varlen_device = 1, trim_smem = 1, rotate_runs = 1,
+           part_plan = 1;
 static int64_t class_rows = TT_SPLITKV_CLASS_ROWS, long_page = TT_SPLITKV_LONG_PAGE;
 static int env_is(const char *name, const char *value) {
     const char *e = getenv(name);
@@ -160,6 +164,7 @@ static void switches_read(void) {
     varlen_device = !env_is("TILETUNE_SPLITKV_VARLEN", "host");
     trim_smem = !env_is("TILETUNE_SPLITKV_TRIM", "0");
     rotate_runs = !env_is("TILETUNE_SPLITKV_ROTATE", "0");
+    part_plan = !env_is("TILETUNE_SPLITKV_PART_PLAN", "0");
     const char *e = getenv("TILETUNE_SPLITKV_CLASS_ROWS");
     if (e && *e) class_rows = strtoll(e, NULL, 10);
     if ((e = getenv("TILETUNE_SPLITKV_LONG_PAGE")) && *e) long_page = strtoll(e, NULL, 10);
@@ -189,6 +194,13 @@ typedef struct plan {
     size_t slot_off;  /* split_slots > 0: bytes from o_part to split_tiles_out */
     unsigned smem;    /* dynamic shared memory of the main kernel's launch */
 } plan;
+
+/* The most CTAs, in waves of the SMs' slots, a varlen launch of part of the
+ * batch spreads its splits over: its grid holds every sequence's splits,
+ * most of them for sequences of the other part or past a short sequence's
+ * count, which exit at once; 8 waves of 16x128 CTAs, one an SM, leave room
+ * for 16 splits of 8 sequences x 8 KV heads. */
+#define TT_SPLITKV_PART_WAVES 8
 
 /* The split and the workspace of `p` (all else filled) with loaded `k`;
  * rows_max: packed rows of the longest sequence. */
@@ -229,7 +241,29 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
             /* varlen: the host knows the batch's keys, not each sequence's;
              * one tiles-per-split for all gives each its share of the
              * splits (each sequence counted as one query block of tiles) */
-            if (qblocks == 1 && varlen_device) {
+            const int part = p->seq_min_q > 0 || p->seq_max_q > 0 || p->dense_min_q > 0;
+            if (qblocks == 1 && varlen_device && part && part_plan) {
+                /* A launch of part of the batch (a row class, or what a
+                 * dense family leaves): the batch's keys overcount its
+                 * own (a decode class of four sequences counted the
+                 * batch's chunks too and ran 56 CTAs on 132 SMs at 2.3
+                 * TB/s, the H200), so the planner counts them on the
+                 * device, with no floor but the grid's: room for the
+                 * splits of every candidate (params.h: at most
+                 * CANDIDATES - 1 by the longest unit, slots / heads_kv
+                 * by the batch's work), within PART_WAVES waves of CTAs
+                 * (the rest exit at once). */
+                const int64_t slots = tt__splitkv_slots(c, k->limits.sm_count, fit);
+                int64_t most = (slots + p->heads_kv - 1) / p->heads_kv;
+                if (most < TT_SKV_CANDIDATES - 1) most = TT_SKV_CANDIDATES - 1;
+                const int64_t cap = TT_SPLITKV_PART_WAVES * slots / ((int64_t)p->batch * p->heads_kv);
+                if (most > cap) most = cap > 1 ? cap : 1;
+                if (most > TT_SPLITKV_MAX_SPLITS) most = TT_SPLITKV_MAX_SPLITS;
+                const int64_t floor = (max_tiles + most - 1) / most;
+                splits = (int)((max_tiles + floor - 1) / floor);
+                pl->p.split_tiles = (int)floor;
+                if (splits > 1) pl->p.split_slots = (int)slots;
+            } else if (qblocks == 1 && varlen_device) {
                 /* every sequence one query block: the fewest tiles a split
                  * that keep the CTAs to one wave (a wave's share made 144
                  * CTAs of 132 slots for four decode sequences on the

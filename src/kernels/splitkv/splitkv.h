@@ -29,9 +29,10 @@ int64_t tt__splitkv_rows(int64_t seqlen_q, int64_t group);
  * short one of the sequences of at most class_rows packed rows, the rest
  * (the decode sequences of a batch with chunks in it kept off the chunks'
  * 128-row tile). 16 rows, the decode tile's: on the H200 the mixed batch
- * of bench/inference/decode.py ran 1.078x the sum of its dense runs so,
- * 1.093x in one launch, and 1.18x with 64 rows (its speculative sequences
- * on their 64-row tile too; docs/perf.md). Its most query rows, where the
+ * of bench/inference/decode.py ran 0.96x the sum of its dense runs so
+ * (the short class's splits counted by the planner, its chunk on ws
+ * alongside), 1.05x in one launch, and 1.18x with 64 rows before (its
+ * speculative sequences on their 64-row tile too; docs/perf.md). Its most query rows, where the
  * batch's sequences splitkv keeps (keep_q query rows at most) reach past
  * them; else 0, one launch. The caller keeps one launch where both
  * classes' configs have the same tile. */
