@@ -248,33 +248,14 @@ static int row_classes(const tt_sdpa_varlen_args *a, const tt__splitkv_target *t
     return 2;
 }
 
-/* The dense family's launch of a varlen batch queued on the side stream of
- * the caller's (kernels/side_stream.h), so that splitkv's launches, queued
- * next on the caller's, run alongside it: its chunks' long tiles leave
- * most SMs idle in their last wave, which the batch's decode sequences
- * fill. 1 with *side set, 0 where the side stream is switched off. */
-static int fork_dense(const tt__kernel *k, const tt__splitkv_target *t, const tt_sdpa_params *dp,
-                      CUstream stream, tt__side **side, char *err, size_t errlen) {
-    if (!tt__side_enabled()) return 0;
-    const tt__cuda *cu;
-    CUstream ds;
-    int rc = tt__cuda_get(&cu, err, errlen);
-    if (rc < 0 || (rc = tt__side_fork(cu, t->ctx, stream, side, &ds, err, errlen)) < 0) return rc;
-    /* joined even where the launch fails: a capture with a branch left
-     * unjoined could not end */
-    rc = tt__kernel_launch(k, dp, ds, err, errlen);
-    char scratch[256];
-    if (rc < 0) {
-        tt__side_join(cu, *side, stream, scratch, sizeof scratch);
-        return rc;
-    }
-    return 1;
-}
-
 /* splitkv's launches (row_classes) and the dense family's varlen launch
- * where there is one, alongside them (fork_dense). With ws_bytes: the
- * workspace the call needs, the most of splitkv's launches' (they run one
- * after another on the stream, so they share it). */
+ * where there is one. That launch goes on the side stream of the caller's
+ * (kernels/side_stream.h), so splitkv's, on the caller's, run alongside
+ * it on the SMs its one wave of chunk tiles leaves free and in its tail
+ * (3-4% of the mixed bench batch on the H200, docs/perf.md), queued
+ * before them (after them it ran 1-2% slower there). With
+ * ws_bytes: the workspace the call needs, the most of splitkv's launches'
+ * (they run one after another on the stream, so they share it). */
 static int run_varlen(const tt_sdpa_varlen_args *a, size_t *ws_bytes, char *err, size_t errlen) {
     tt__splitkv_target t, choice;
     int rc = tt__splitkv_varlen_target(a, &t, err, errlen);
@@ -304,27 +285,31 @@ static int run_varlen(const tt_sdpa_varlen_args *a, size_t *ws_bytes, char *err,
                             a->workspace_bytes, a->workspace, most);
     }
     const CUstream stream = (CUstream)a->stream;
+    const tt__cuda *cu = NULL;
     const tt__kernel *k = NULL;
     tt__side *side = NULL;
+    CUstream ds = stream; /* the dense launch's stream */
     if (dense) {
         if ((rc = tt__kernel_for_config(t.ctx, &t.limits, &dcfg, (int32_t)a->head_dim, (tt_dtype)a->dtype,
-                                        a->causal, &k, err, errlen)) < 0 ||
-            (rc = fork_dense(k, &t, &dp, stream, &side, err, errlen)) < 0)
+                                        a->causal, &k, err, errlen)) < 0)
             return rc;
+        if (tt__side_enabled() && ((rc = tt__cuda_get(&cu, err, errlen)) < 0 ||
+                                   (rc = tt__side_fork(cu, t.ctx, stream, &side, &ds, err, errlen)) < 0))
+            return rc;
+        if (side) rc = tt__kernel_launch(k, &dp, ds, err, errlen);
     }
     for (int c = 0; c < n && rc >= 0; c++)
         rc =
             tt__splitkv_run(&run[c], &cfg[c], a->workspace, a->workspace_bytes, a->stream, NULL, err, errlen);
+    if (dense && rc >= 0 && !side) rc = tt__kernel_launch(k, &dp, stream, err, errlen);
     if (side) {
-        const tt__cuda *cu;
+        /* joined even where a launch failed: a capture with a branch left
+         * unjoined could not end */
         char scratch[256];
-        int jrc = tt__cuda_get(&cu, scratch, sizeof scratch);
-        if (jrc == 0) jrc = tt__side_join(cu, side, stream, scratch, sizeof scratch);
+        const int jrc = tt__side_join(cu, side, stream, scratch, sizeof scratch);
         if (rc >= 0 && jrc < 0) return tt__fail(jrc, err, errlen, "%s", scratch);
-        return rc < 0 ? rc : 0;
     }
-    if (rc < 0 || !dense) return rc < 0 ? rc : 0;
-    return tt__kernel_launch(k, &dp, stream, err, errlen);
+    return rc < 0 ? rc : 0;
 }
 
 int tt_sdpa_fwd_varlen(const tt_sdpa_varlen_args *a, char *err, size_t errlen) {

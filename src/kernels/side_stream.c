@@ -53,6 +53,7 @@ static int side_of_locked(const tt__cuda *cu, CUcontext ctx, CUstream stream, tt
 
 int tt__side_fork(const tt__cuda *cu, CUcontext ctx, CUstream stream, tt__side **side, CUstream *out,
                   char *err, size_t errlen) {
+    if (stream == CU_STREAM_PER_THREAD) return 0;
     int pushed, rc = tt__ctx_enter(cu, ctx, &pushed, err, errlen);
     if (rc < 0) return rc;
     pthread_mutex_lock(&side_lock);
@@ -71,7 +72,7 @@ int tt__side_fork(const tt__cuda *cu, CUcontext ctx, CUstream stream, tt__side *
     if (rc < 0) return rc;
     *side = s;
     *out = s->side;
-    return 0;
+    return 1;
 }
 
 int tt__side_join(const tt__cuda *cu, tt__side *s, CUstream stream, char *err, size_t errlen) {

@@ -12,9 +12,12 @@
 typedef struct tt__side tt__side;
 
 /* The side stream of (ctx, stream), made to wait for the work queued on
- * `stream` so far: launches queued on *side run after it and alongside
+ * `stream` so far: launches queued on *out run after it and alongside
  * what `stream` queues next. Its stream and events are the library's, one
- * set per (context, stream) for the life of the process. */
+ * set per (context, stream) for the life of the process. 1 when forked; 0
+ * where `stream` is the per-thread default stream, one handle for a
+ * stream of each thread, which one side stream cannot follow (the caller
+ * queues everything on `stream`). */
 int tt__side_fork(const tt__cuda *cu, CUcontext ctx, CUstream stream, tt__side **side, CUstream *out,
                   char *err, size_t errlen);
 

@@ -405,6 +405,18 @@ def test_varlen_side_stream():
         if len(used) != (2 if want_two else 1):
             FAILS.append(f"varlen side stream: attention kernels ran on streams {sorted(used)}, expected "
                          f"{2 if want_two else 1}")
+    # the per-thread default stream (handle 2, one stream a thread): no
+    # side stream can follow it, so the call queues all of it there
+    import ctypes
+    from tiletune.inference import _declare
+    o3, lse3, a = raw_varlen_args(q, k, v, cu_q, cu_k, lq, lk)
+    a.stream = 2  # CU_STREAM_PER_THREAD
+    err = ctypes.create_string_buffer(512)
+    if _declare().tt_sdpa_fwd_varlen(ctypes.byref(a), err, len(err)) < 0:
+        FAILS.append(f"varlen on the per-thread default stream: {err.value.decode()}")
+    else:
+        torch.cuda.synchronize()
+        check_all("varlen on the per-thread default stream", o3, lse3)
     s2 = torch.cuda.Stream()
     with torch.cuda.stream(s2):
         g = torch.cuda.CUDAGraph()
@@ -419,6 +431,23 @@ def test_varlen_side_stream():
         g.replay()
         torch.cuda.synchronize()
         check_all(f"varlen side stream, graph replay {rep}", og, lseg)
+
+
+def raw_varlen_args(q, k, v, cu_q, cu_k, lq, lk):
+    """(o, lse, tt_sdpa_varlen_args) for libtiletune called directly
+    (bottom-right causal; o and lse NaN, so a row never written shows)."""
+    from tiletune.inference import _VarlenArgs
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((q.shape[1], q.shape[0]), float("nan"), dtype=torch.float32, device=DEV)
+    a = _VarlenArgs()
+    a.q, a.k, a.v, a.o, a.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
+    a.cu_seqlens_q, a.cu_seqlens_k = cu_q.data_ptr(), cu_k.data_ptr()
+    a.batch, a.heads_q, a.heads_kv, a.total_q, a.total_k = len(lq), q.shape[1], k.shape[1], q.shape[0], k.shape[0]
+    a.head_dim, a.max_seqlen_q, a.max_seqlen_k = q.shape[2], max(lq), max(lk)
+    for field, t in (("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", o)):
+        getattr(a, field)[:] = [t.stride(1), t.stride(0)]
+    a.dtype, a.causal = 1 if q.dtype == torch.bfloat16 else 0, 2
+    return o, lse, a
 
 
 def test_varlen_caller_workspace():
@@ -436,16 +465,7 @@ def test_varlen_caller_workspace():
     lib.tt_sdpa_fwd_varlen_workspace.argtypes = [ctypes.POINTER(_VarlenArgs), ctypes.POINTER(ctypes.c_size_t),
                                                  ctypes.c_char_p, ctypes.c_size_t]
     lib.tt_sdpa_fwd_varlen_workspace.restype = ctypes.c_int
-    o = torch.full_like(q, float("nan"))
-    lse = torch.full((8, q.shape[0]), float("nan"), dtype=torch.float32, device=DEV)
-    a = _VarlenArgs()
-    a.q, a.k, a.v, a.o, a.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
-    a.cu_seqlens_q, a.cu_seqlens_k = cu_q.data_ptr(), cu_k.data_ptr()
-    a.batch, a.heads_q, a.heads_kv, a.total_q, a.total_k, a.head_dim = len(lq), 8, 2, q.shape[0], k.shape[0], 128
-    a.max_seqlen_q, a.max_seqlen_k = max(lq), max(lk)
-    for field, t in (("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", o)):
-        getattr(a, field)[:] = [t.stride(1), t.stride(0)]
-    a.dtype, a.causal = 1 if dtype == torch.bfloat16 else 0, 2
+    o, lse, a = raw_varlen_args(q, k, v, cu_q, cu_k, lq, lk)
     a.stream = torch.cuda.current_stream(DEV).cuda_stream
     err = ctypes.create_string_buffer(512)
     need = ctypes.c_size_t(0)
