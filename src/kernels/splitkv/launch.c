@@ -242,7 +242,9 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
              * one tiles-per-split for all gives each its share of the
              * splits (each sequence counted as one query block of tiles) */
             const int part = p->seq_min_q > 0 || p->seq_max_q > 0 || p->dense_min_q > 0;
-            if (qblocks == 1 && varlen_device && part && part_plan) {
+            const int64_t slots = tt__splitkv_slots(c, k->limits.sm_count, fit);
+            const int64_t cap = TT_SPLITKV_PART_WAVES * slots / ((int64_t)p->batch * p->heads_kv);
+            if (qblocks == 1 && varlen_device && part && part_plan && cap >= 2) {
                 /* A launch of part of the batch (a row class, or what a
                  * dense family leaves): the batch's keys overcount its
                  * own (a decode class of four sequences counted the
@@ -252,12 +254,11 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
                  * splits of every candidate (params.h: at most
                  * CANDIDATES - 1 by the longest unit, slots / heads_kv
                  * by the batch's work), within PART_WAVES waves of CTAs
-                 * (the rest exit at once). */
-                const int64_t slots = tt__splitkv_slots(c, k->limits.sm_count, fit);
+                 * (the rest exit at once). A batch too large for two
+                 * splits a unit in them keeps the host's count. */
                 int64_t most = (slots + p->heads_kv - 1) / p->heads_kv;
                 if (most < TT_SKV_CANDIDATES - 1) most = TT_SKV_CANDIDATES - 1;
-                const int64_t cap = TT_SPLITKV_PART_WAVES * slots / ((int64_t)p->batch * p->heads_kv);
-                if (most > cap) most = cap > 1 ? cap : 1;
+                if (most > cap) most = cap;
                 if (most > TT_SPLITKV_MAX_SPLITS) most = TT_SPLITKV_MAX_SPLITS;
                 const int64_t floor = (max_tiles + most - 1) / most;
                 splits = (int)((max_tiles + floor - 1) / floor);
