@@ -293,8 +293,8 @@ static int run_varlen(const tt_sdpa_varlen_args *a, size_t *ws_bytes, char *err,
         if ((rc = tt__kernel_for_config(t.ctx, &t.limits, &dcfg, (int32_t)a->head_dim, (tt_dtype)a->dtype,
                                         a->causal, &k, err, errlen)) < 0)
             return rc;
-        if (tt__side_enabled() && ((rc = tt__cuda_get(&cu, err, errlen)) < 0 ||
-                                   (rc = tt__side_fork(cu, t.ctx, stream, &side, &ds, err, errlen)) < 0))
+        if ((rc = tt__cuda_get(&cu, err, errlen)) < 0 ||
+            (rc = tt__side_fork(cu, t.ctx, stream, &side, &ds, err, errlen)) < 0)
             return rc;
         if (side) rc = tt__kernel_launch(k, &dp, ds, err, errlen);
     }

@@ -51,9 +51,22 @@ static int side_of_locked(const tt__cuda *cu, CUcontext ctx, CUstream stream, tt
     return 0;
 }
 
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static int side_on = 1;
+
+static void env_read(void) {
+    const char *v = getenv("TILETUNE_SIDE_STREAM");
+    side_on = !(v && strcmp(v, "0") == 0);
+}
+
+static int side_enabled(void) {
+    pthread_once(&env_once, env_read);
+    return side_on;
+}
+
 int tt__side_fork(const tt__cuda *cu, CUcontext ctx, CUstream stream, tt__side **side, CUstream *out,
                   char *err, size_t errlen) {
-    if (stream == CU_STREAM_PER_THREAD) return 0;
+    if (!side_enabled() || stream == CU_STREAM_PER_THREAD) return 0;
     int pushed, rc = tt__ctx_enter(cu, ctx, &pushed, err, errlen);
     if (rc < 0) return rc;
     pthread_mutex_lock(&side_lock);
@@ -84,17 +97,4 @@ int tt__side_join(const tt__cuda *cu, tt__side *s, CUstream stream, char *err, s
         rc = tt__cuda_fail(cu, r, "cuStreamWaitEvent(join)", err, errlen);
     tt__ctx_leave(cu, pushed);
     return rc;
-}
-
-static pthread_once_t env_once = PTHREAD_ONCE_INIT;
-static int side_on = 1;
-
-static void env_read(void) {
-    const char *v = getenv("TILETUNE_SIDE_STREAM");
-    side_on = !(v && strcmp(v, "0") == 0);
-}
-
-int tt__side_enabled(void) {
-    pthread_once(&env_once, env_read);
-    return side_on;
 }

@@ -15,17 +15,14 @@ typedef struct tt__side tt__side;
  * `stream` so far: launches queued on *out run after it and alongside
  * what `stream` queues next. Its stream and events are the library's, one
  * set per (context, stream) for the life of the process. 1 when forked; 0
- * where `stream` is the per-thread default stream, one handle for a
- * stream of each thread, which one side stream cannot follow (the caller
- * queues everything on `stream`). */
+ * (the caller queues everything on `stream`) where TILETUNE_SIDE_STREAM=0
+ * (read once), or where `stream` is the per-thread default stream, one
+ * handle for a stream of each thread, which one side stream cannot
+ * follow. */
 int tt__side_fork(const tt__cuda *cu, CUcontext ctx, CUstream stream, tt__side **side, CUstream *out,
                   char *err, size_t errlen);
 
 /* Makes `stream` wait for what was queued on the side stream. */
 int tt__side_join(const tt__cuda *cu, tt__side *side, CUstream stream, char *err, size_t errlen);
-
-/* 0 where TILETUNE_SIDE_STREAM=0 (read once): calls that would fork run
- * their launches one after another on the caller's stream. */
-int tt__side_enabled(void);
 
 #endif

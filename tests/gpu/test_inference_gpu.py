@@ -499,18 +499,23 @@ def test_varlen_caller_workspace():
             check(f"varlen caller workspace seq{b}", o[qs:qe], lse[:, qs:qe], ro, rl, dtype)
 
 
-def side_stream_off_run():
-    """test_varlen_side_stream in a process with the side stream off (the
-    library reads TILETUNE_SIDE_STREAM once a process)."""
-    env = dict(os.environ, TILETUNE_SIDE_STREAM="0")
-    code = ("import sys; sys.argv = ['x']; import runpy; m = runpy.run_path(%r);"
-            " m['test_varlen_side_stream'](); [print('FAIL', f) for f in m['FAILS']];"
-            " print(m['CHECKS'][0], 'checks'); sys.exit(1 if m['FAILS'] else 0)") % os.path.abspath(__file__)
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    for line in (r.stdout + r.stderr).strip().splitlines()[-12:]:
-        print("side stream off:", line)
+def child_run(label, env, test=None, lines=12):
+    """The whole set, or one test, again in a process of its own with `env`
+    added (the library reads its switches once a process): its last lines
+    printed, a failure recorded where it exits nonzero."""
+    env = dict(os.environ, **env)
+    here = os.path.abspath(__file__)
+    cmd = [sys.executable, here]
+    if test:
+        cmd = [sys.executable, "-c",
+               f"import sys, runpy; m = runpy.run_path({here!r}); m[{test!r}]();"
+               " [print('FAIL', f) for f in m['FAILS']]; print(m['CHECKS'][0], 'checks');"
+               " sys.exit(1 if m['FAILS'] else 0)"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    for line in (r.stdout + r.stderr).strip().splitlines()[-lines:]:
+        print(f"{label}:", line)
     if r.returncode != 0:
-        FAILS.append(f"side stream off run: exit {r.returncode}")
+        FAILS.append(f"{label} run: exit {r.returncode}")
 
 
 def test_dense_route():
@@ -769,18 +774,6 @@ def precompile():
     torch.cuda.synchronize()
 
 
-def balanced_run():
-    """The whole set again in a process with the balanced grid on (the
-    library reads TILETUNE_SPLITKV_BALANCE once a process)."""
-    env = dict(os.environ, TILETUNE_SPLITKV_BALANCE="1", TT_BALANCED_CHILD="1")
-    r = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True)
-    out = (r.stdout + r.stderr).strip().splitlines()
-    for line in out[-42:]:
-        print("balanced grid:", line)
-    if r.returncode != 0:
-        FAILS.append(f"balanced grid run: exit {r.returncode}")
-
-
 if __name__ == "__main__":
     quick = os.environ.get("TT_QUICK", "0")
     precompile()
@@ -799,8 +792,9 @@ if __name__ == "__main__":
         test_graph_capture()
         test_refusals()
     if not os.environ.get("TT_BALANCED_CHILD"):
-        balanced_run()
-        side_stream_off_run()
+        # the balanced grid's child runs the whole set but no child of its own
+        child_run("balanced grid", {"TILETUNE_SPLITKV_BALANCE": "1", "TT_BALANCED_CHILD": "1"}, lines=42)
+        child_run("side stream off", {"TILETUNE_SIDE_STREAM": "0"}, "test_varlen_side_stream")
     for f in FAILS[:40]:
         print("FAIL", f)
     print(f"{CHECKS[0]} checks, {len(FAILS)} failures")

@@ -260,9 +260,9 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
                 if (most < TT_SKV_CANDIDATES - 1) most = TT_SKV_CANDIDATES - 1;
                 if (most > cap) most = cap;
                 if (most > TT_SPLITKV_MAX_SPLITS) most = TT_SPLITKV_MAX_SPLITS;
-                const int64_t floor = (max_tiles + most - 1) / most;
-                splits = (int)((max_tiles + floor - 1) / floor);
-                pl->p.split_tiles = (int)floor;
+                const int64_t least = (max_tiles + most - 1) / most;
+                splits = (int)((max_tiles + least - 1) / least);
+                pl->p.split_tiles = (int)least;
                 if (splits > 1) pl->p.split_slots = (int)slots;
             } else if (qblocks == 1 && varlen_device) {
                 /* every sequence one query block: the fewest tiles a split
