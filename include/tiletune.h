@@ -380,9 +380,9 @@ TT_EXPORT int tt_sdpa_fwd_kvcache_workspace(const tt_sdpa_kvcache_args *a, size_
  * returns, so later work on `stream` sees every row; a stream capture
  * records the two as parallel branches; on the per-thread default
  * stream, or with TILETUNE_SIDE_STREAM=0 in the environment, one after
- * the other on `stream`). That launch reads whole
- * key tiles, so rows of k/v past cu_seqlens_k[batch] must hold finite
- * values (they are multiplied by 0). */
+ * the other on `stream`). That launch reads whole key tiles, so rows of
+ * k/v past cu_seqlens_k[batch] must hold finite values (they are
+ * multiplied by 0). */
 typedef struct tt_sdpa_varlen_args {
     const void *q, *k, *v;
     void *o;    /* the shape of q */

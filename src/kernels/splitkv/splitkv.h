@@ -34,8 +34,8 @@ int64_t tt__splitkv_rows(int64_t seqlen_q, int64_t group);
  * alongside), 1.05x in one launch, and 1.18x with 64 rows before (its
  * speculative sequences on their 64-row tile too; docs/perf.md). Its
  * most query rows, where the batch's sequences splitkv keeps (keep_q
- * query rows at most) reach past them; else 0, one launch. The caller keeps one launch where both
- * classes' configs have the same tile. */
+ * query rows at most) reach past them; else 0, one launch. The caller
+ * keeps one launch where both classes' configs have the same tile. */
 #define TT_SPLITKV_CLASS_ROWS 16
 int64_t tt__splitkv_class_q(int64_t group, int64_t keep_q, int64_t class_rows);
 /* class_rows as the launch runs it: TT_SPLITKV_CLASS_ROWS, or
