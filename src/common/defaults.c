@@ -213,15 +213,15 @@ static const struct splitkv_row splitkv_sm90_short_keys[] = {
  * sweep of the inference grid's short caches at the tune's two batches
  * (docs/perf.md, decode defaults by the call's units); the 16-row class
  * only (the others were not swept). d128 on a contiguous cache takes 2
- * stages (68 KB, three CTAs an SM) at 1.35-1.5 waves of units
- * (tt__config_default_splitkv_wide): timed interleaved with torch auto on
- * the H200, 2 stages ran 4-5% faster than 3 (100 KB, two an SM) at 192
- * units, and 2.7% slower at 160, 0.5% at 256. Past two waves the two
- * were within about 1% of each other on most H200s measured (2 stages
- * ahead by 0.1-0.6% where first measured, 3 stages by about 1% on
- * three others), and 2 stages ran 10% slower on one more (B64 8k keys:
- * 0.522-0.529 ms against 0.480; docs/perf.md), so 3 stages there. A
- * paged cache keeps 3 stages (tt__splitkv_default_paged). */
+ * stages (68 KB) at 1.1-1.85 waves of units
+ * (tt__config_default_splitkv_wide): held to 168 registers it runs three
+ * CTAs an SM (splitkv/mainloop.cuh; at 193 it ran two), and timed
+ * interleaved with torch auto on the H200 it ran 2.2% faster than 3
+ * stages (100 KB, two an SM) at 160 units, 5% at 192, 3% at 224, 1.8%
+ * at 240; 3
+ * stages ran 0.7% faster at 136, 0.9% at 256 and 0.9-1.3% at 512
+ * (docs/perf.md, decode past a wave on three CTAs an SM). A paged cache
+ * keeps 3 stages (tt__splitkv_default_paged). */
 static const struct splitkv_row splitkv_sm90_wide[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
     {16, 64, 16, 128, 4, 3, 1, 0},
@@ -486,13 +486,11 @@ int tt__config_default_splitkv_wide(int32_t arch, int64_t packed_rows, int32_t h
     if (arch != 90 || sm_count <= 0 || units <= sm_count || packed_rows < 1 || packed_rows > 16)
         return TT_ERR_UNSUPPORTED;
     const int rc = splitkv_row_holding(ROWS_OF(splitkv_sm90_wide), packed_rows, head_dim, 0, out);
-    /* d128 contiguous: 2 stages (three CTAs an SM) where two splits a
-     * unit fill 90% of three CTAs an SM or more (1.35-1.5 waves);
-     * elsewhere 3 stages (two CTAs an SM), whose one wave holds 1.5-2
-     * waves of units and whose unsplit grid ran 2.7% faster than the
-     * 2-stage tile's two splits at 1.2 waves (160 units) */
+    /* d128 contiguous: 2 stages (three CTAs an SM) at 1.1-1.85 waves of
+     * units; elsewhere 3 stages (two CTAs an SM), within 1% at 1.0-1.1
+     * waves and ahead by 0.9% at 1.94 (256 units), 0.9-1.3% at 3.9 */
     const int64_t sms = sm_count;
-    const int three = 20 * units >= 27 * sms && 2 * units <= 3 * sms;
+    const int three = 10 * units >= 11 * sms && 20 * units <= 37 * sms;
     if (rc == 0 && head_dim == 128 && !paged && three) out->stages = 2;
     return rc;
 }

@@ -97,7 +97,11 @@ typedef struct tt__family {
     int32_t (*register_budget)(const tt_config *c);
     int64_t (*smem_bytes)(const tt_config *c, int32_t head_dim); /* dynamic, per CTA */
     int32_t (*threads)(const tt_config *c);                      /* per CTA */
-    tt__family_defaults defaults[2];                             /* arch 0 or 0-terminated */
+    /* The shared memory carveout it asks for, percent of the SM's unified
+     * L1 and shared memory (CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT);
+     * 0 leaves it to the driver. */
+    int32_t smem_carveout;
+    tt__family_defaults defaults[2]; /* arch 0 or 0-terminated */
     /* Launch specifics, NULL for the plain launch (the parameter struct
      * alone, grid (ceil(seqlen_q / block_m), heads_q, batch)): called in
      * the kernel's context, fills `x`; 0 or a negative code with a

@@ -119,6 +119,12 @@ int tt__kernel_load(CUcontext ctx, const tt__cubin *cubin, const tt__variant *v,
         rc = tt__cuda_fail(cu, r, "cuFuncSetAttribute(max dynamic shared memory)", err, errlen);
         goto fail;
     }
+    if (f && f->smem_carveout > 0 &&
+        (r = cu->FuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                  f->smem_carveout))) {
+        rc = tt__cuda_fail(cu, r, "cuFuncSetAttribute(preferred shared memory carveout)", err, errlen);
+        goto fail;
+    }
     cu->CtxPopCurrent(&popped);
     *out = k;
     return 0;

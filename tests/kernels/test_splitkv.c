@@ -719,8 +719,8 @@ TEST(decode_over_few_keys) {
 /* Decode of the 16-row class on sm_90 by the call's (batch, K/V head)
  * units: with more than the 132 SMs the tile that fits several CTAs an SM
  * runs (d64 3 stages; d128 64-key tiles with 2 stages, three CTAs an SM,
- * at 179-198, where two splits fill 90% of the slots; elsewhere and over a
- * paged cache 3 stages, two an SM); with fewer the
+ * at 1.1-1.85 waves, 146-244 units; elsewhere and over a paged cache 3
+ * stages, two an SM); with fewer the
  * one-CTA rows (9-16 packed rows at d128 with 8 warps). tt_sdpa_fwd's
  * default and the KV-cache one alike. */
 TEST(decode_default_follows_the_units) {
@@ -731,14 +731,16 @@ TEST(decode_default_follows_the_units) {
     IS(default_at(90, 128, 1, 4096, 4, 66, 32), 64, 3);  /* 528 */
     IS(default_at(90, 128, 1, 4096, 8, 33, 32), 128, 3); /* 132: one wave exactly */
     IS(default_at(90, 128, 1, 4096, 8, 34, 32), 64, 3);  /* 136 */
-    IS(default_at(90, 128, 1, 4096, 4, 20, 32), 64, 3);  /* 160: two splits fill 81% */
-    IS(default_at(90, 128, 1, 4096, 1, 89, 2), 64, 3);   /* 178: 89.9% */
-    IS(default_at(90, 128, 1, 4096, 1, 179, 1), 64, 2);  /* 179: 90.4% */
+    IS(default_at(90, 128, 1, 4096, 1, 145, 1), 64, 3);  /* 145: under 1.1 waves */
+    IS(default_at(90, 128, 1, 4096, 1, 146, 1), 64, 2);  /* 146 */
+    IS(default_at(90, 128, 1, 4096, 4, 20, 32), 64, 2);  /* 160 */
     IS(default_at(90, 128, 1, 4096, 4, 24, 32), 64, 2);  /* 192 */
-    IS(default_at(90, 128, 1, 4096, 4, 25, 32), 64, 3);  /* 200: past 1.5 waves */
+    IS(default_at(90, 128, 1, 4096, 4, 28, 32), 64, 2);  /* 224 */
+    IS(default_at(90, 128, 1, 4096, 4, 30, 32), 64, 2);  /* 240 */
+    IS(default_at(90, 128, 1, 4096, 1, 244, 1), 64, 2);  /* 244: 1.85 waves */
+    IS(default_at(90, 128, 1, 4096, 1, 245, 1), 64, 3);  /* 245 */
     IS(default_at(90, 128, 1, 4096, 4, 32, 32), 64, 3);  /* 256 */
     IS(default_at(90, 128, 1, 4096, 4, 33, 32), 64, 3);  /* 264: two waves exactly */
-    IS(default_at(90, 128, 1, 4096, 4, 34, 32), 64, 3);  /* 272 */
     IS(default_at(90, 128, 1, 4096, 4, 64, 32), 64, 3);  /* 512 */
     IS(default_at(90, 128, 1, 4096, 4, 0, 0), 128, 3);   /* unknown: the key's row */
     /* d32 and d64: the 128-key tile, 3 stages, at any batch */
@@ -759,7 +761,7 @@ TEST(decode_default_follows_the_units) {
         ASSERT(w.family == TT_FAMILY_SPLITKV && w.block_m == 16 && w.block_n == 128 && w.warps == 8 &&
                w.stages == 3 && w.split_ctas == 0);
     }
-    IS(default_at(90, 128, 16, 4096, 1, 5, 32), 64, 3); /* 160 units */
+    IS(default_at(90, 128, 16, 4096, 1, 5, 32), 64, 2); /* 160 units */
     IS(default_at(90, 128, 8, 4096, 1, 1, 32), 128, 3);
     IS(default_at(90, 64, 2, 4096, 8, 1, 32), 128, 3);
     /* the 32-row class and other archs keep their rows */
@@ -856,6 +858,43 @@ TEST(every_space_variant_compiles_clean) {
         }
     }
     ASSERT(compiled > 10);
+}
+
+/* The d128 16-row 2-stage tile (69,632 bytes) is built for the three CTAs
+ * an SM its shared memory fits on sm_90: at most 168 registers a thread,
+ * no spill (ptxas alone gave it 193, two an SM). Its 3-stage form, two an
+ * SM by shared memory, keeps ptxas' own count. */
+TEST(d128_two_stage_tile_fits_three_ctas_an_sm) {
+    char err[2048];
+    const int32_t causal[3] = {0, 1, 2};
+    for (int i = 0; i < 3; i++) {
+        tt__variant v;
+        memset(&v, 0, sizeof v);
+        v.config = skv(16, 64, 4, 2, 1, 0);
+        v.head_dim = 128;
+        v.dtype = TT_DTYPE_BF16;
+        v.causal = causal[i];
+        v.arch = 90;
+        tt__cubin *cb = NULL;
+        if (tt__jit_compile(NULL, &v, &cb, err, sizeof err) < 0) TT_FAIL_AT("compile: %s", err);
+        const int regs = cb->report.registers;
+        const int clean = tt__report_clean(&cb->report);
+        tt__cubin_free(cb);
+        if (regs > 168 || !clean) TT_FAIL_AT("causal %d: %d registers, clean %d", causal[i], regs, clean);
+        /* three CTAs of 128 threads at 168 (granules of 8) fill the 64 K */
+        ASSERT(3 * 128 * ((regs + 7) / 8 * 8) <= 65536);
+    }
+    tt__variant v;
+    memset(&v, 0, sizeof v);
+    v.config = skv(16, 64, 4, 3, 1, 0);
+    v.head_dim = 128;
+    v.dtype = TT_DTYPE_BF16;
+    v.arch = 90;
+    tt__cubin *cb = NULL;
+    if (tt__jit_compile(NULL, &v, &cb, err, sizeof err) < 0) TT_FAIL_AT("compile: %s", err);
+    const int regs3 = cb->report.registers;
+    tt__cubin_free(cb);
+    ASSERT(regs3 > 168);
 }
 
 /* The split target is read by the launch only: the JIT passes no macro for

@@ -304,6 +304,11 @@ const tt__family tt__family_splitkv = {
     .register_budget = register_budget,
     .smem_bytes = smem_bytes,
     .threads = threads,
+    /* Two or three CTAs an SM (mainloop.cuh, MIN_CTAS): the driver's own
+     * carveout held the d128 16x64 2-stage tile to two an SM, its
+     * registers allowing three (ncu on the H200, docs/perf.md). The
+     * kernel reads K/V through shared memory only (cp.async.cg). */
+    .smem_carveout = 100,
     .useful = useful,
     .entry2 = TT_SPLITKV_COMBINE_ENTRY,
     .launch = tt__splitkv_launch_dense,

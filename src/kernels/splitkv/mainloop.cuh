@@ -88,6 +88,25 @@ static_assert(BN % WK == 0 && WN % 16 == 0, "each key warp needs a multiple of 1
 static_assert(NT % CPR == 0 && BN % RSTEP == 0, "tile copy shape");
 static_assert(MT * (WN + D) / 2 + (TT_Q_IN_REGS ? MT * D / 4 : 0) <= 160, "accumulators leave no room");
 
+/* CTAs an SM the kernel is built for: at d128 with 16 rows, as many as
+ * its shared memory fits (the SM's capacity, 1 KB reserved a CTA, a
+ * margin for the static block) while each thread keeps 168 registers.
+ * ptxas otherwise sizes the registers for one CTA: the 16x64 2-stage tile
+ * (69,632 bytes, sized for three an SM) took 193 and ran two. Held to 168
+ * it spills nothing; d64 tiles and 32-row ones spilled 200-1500 bytes
+ * there, so they keep ptxas' choice. */
+#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200
+constexpr int SM_SMEM = 228 * 1024;
+#elif __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870
+constexpr int SM_SMEM = 164 * 1024;
+#else
+constexpr int SM_SMEM = 100 * 1024;
+#endif
+constexpr int FIT_SMEM = SM_SMEM / (TT_SPLITKV_SMEM_BYTES(BM, BN, D, ST, NW) + 1024 + 256);
+constexpr int FIT_REGS = 65536 / (NT * 168);
+constexpr int FIT = FIT_SMEM < FIT_REGS ? FIT_SMEM : FIT_REGS;
+constexpr int MIN_CTAS = D == 128 && BM == 16 && FIT > 1 ? FIT : 1;
+
 /* The tiles' layout (splitkv/params.h, tt_skv_soff): unpadded rows, the
  * chunk index swizzled by the row. The loops add row offsets that are
  * multiples of 16 rows, under which the swizzle repeats. */
@@ -1016,7 +1035,7 @@ template <typename U> __device__ __forceinline__ void grid_unit(const tt_splitkv
     un.e = 0;
 }
 
-extern "C" __global__ void __launch_bounds__(NT) tt_sdpa_fwd_kernel(tt_splitkv_params p) {
+extern "C" __global__ void __launch_bounds__(NT, MIN_CTAS) tt_sdpa_fwd_kernel(tt_splitkv_params p) {
     extern __shared__ __align__(128) unsigned char smem[];
 #if TT_BLOCK_M <= TT_SPLITKV_BAL_MAX_BM
     /* The balanced grid walks its tiles' units in turn (params.h); the
