@@ -218,10 +218,9 @@ static const struct splitkv_row splitkv_sm90_short_keys[] = {
  * CTAs an SM (splitkv/mainloop.cuh; at 193 it ran two), and timed
  * interleaved with torch auto on the H200 it ran 2.2% faster than 3
  * stages (100 KB, two an SM) at 160 units, 5% at 192, 3% at 224, 1.8%
- * at 240; 3
- * stages ran 0.7% faster at 136, 0.9% at 256 and 0.9-1.3% at 512
- * (docs/perf.md, decode past a wave on three CTAs an SM). A paged cache
- * keeps 3 stages (tt__splitkv_default_paged). */
+ * at 240; 3 stages ran 0.7% faster at 136, 0.9% at 256 and 0.9-1.3% at
+ * 512 (docs/perf.md, decode past a wave on three CTAs an SM). A paged
+ * cache keeps 3 stages (tt__splitkv_default_paged). */
 static const struct splitkv_row splitkv_sm90_wide[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
     {16, 64, 16, 128, 4, 3, 1, 0},

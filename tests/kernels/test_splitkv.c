@@ -860,41 +860,42 @@ TEST(every_space_variant_compiles_clean) {
     ASSERT(compiled > 10);
 }
 
+/* Registers a thread of the d128 16x64 4-warp tile with `stages` takes on
+ * sm_90 under mask `causal`; *clean: no spill, no stack. */
+static int d128_16x64_registers(int stages, int32_t causal, int *clean) {
+    char err[2048];
+    tt__variant v;
+    memset(&v, 0, sizeof v);
+    v.config = skv(16, 64, 4, stages, 1, 0);
+    v.head_dim = 128;
+    v.dtype = TT_DTYPE_BF16;
+    v.causal = causal;
+    v.arch = 90;
+    tt__cubin *cb = NULL;
+    if (tt__jit_compile(NULL, &v, &cb, err, sizeof err) < 0) {
+        fprintf(stderr, "compile: %s\n", err);
+        return -1;
+    }
+    const int regs = cb->report.registers;
+    *clean = tt__report_clean(&cb->report);
+    tt__cubin_free(cb);
+    return regs;
+}
+
 /* The d128 16-row 2-stage tile (69,632 bytes) is built for the three CTAs
  * an SM its shared memory fits on sm_90: at most 168 registers a thread,
  * no spill (ptxas alone gave it 193, two an SM). Its 3-stage form, two an
  * SM by shared memory, keeps ptxas' own count. */
 TEST(d128_two_stage_tile_fits_three_ctas_an_sm) {
-    char err[2048];
-    const int32_t causal[3] = {0, 1, 2};
-    for (int i = 0; i < 3; i++) {
-        tt__variant v;
-        memset(&v, 0, sizeof v);
-        v.config = skv(16, 64, 4, 2, 1, 0);
-        v.head_dim = 128;
-        v.dtype = TT_DTYPE_BF16;
-        v.causal = causal[i];
-        v.arch = 90;
-        tt__cubin *cb = NULL;
-        if (tt__jit_compile(NULL, &v, &cb, err, sizeof err) < 0) TT_FAIL_AT("compile: %s", err);
-        const int regs = cb->report.registers;
-        const int clean = tt__report_clean(&cb->report);
-        tt__cubin_free(cb);
-        if (regs > 168 || !clean) TT_FAIL_AT("causal %d: %d registers, clean %d", causal[i], regs, clean);
+    int clean = 0;
+    for (int32_t causal = 0; causal <= 2; causal++) {
+        const int regs = d128_16x64_registers(2, causal, &clean);
+        if (regs < 0 || regs > 168 || !clean)
+            TT_FAIL_AT("causal %d: %d registers, clean %d", (int)causal, regs, clean);
         /* three CTAs of 128 threads at 168 (granules of 8) fill the 64 K */
         ASSERT(3 * 128 * ((regs + 7) / 8 * 8) <= 65536);
     }
-    tt__variant v;
-    memset(&v, 0, sizeof v);
-    v.config = skv(16, 64, 4, 3, 1, 0);
-    v.head_dim = 128;
-    v.dtype = TT_DTYPE_BF16;
-    v.arch = 90;
-    tt__cubin *cb = NULL;
-    if (tt__jit_compile(NULL, &v, &cb, err, sizeof err) < 0) TT_FAIL_AT("compile: %s", err);
-    const int regs3 = cb->report.registers;
-    tt__cubin_free(cb);
-    ASSERT(regs3 > 168);
+    ASSERT(d128_16x64_registers(3, 0, &clean) > 168);
 }
 
 /* The split target is read by the launch only: the JIT passes no macro for
