@@ -71,12 +71,13 @@ int tt__config_default_other(const tt_key_v2 *key, int32_t arch, int32_t not_fam
  * (splitkv stays). */
 int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, int one_wave, tt_config *out);
 /* sm_`arch`'s splitkv row for a call of `units` (batch x K/V heads; its
- * rows are the 16-row class, one query block) on `sm_count` SMs where that
- * is more than one wave of one CTA an SM (defaults.c: splitkv_sm90_wide),
- * over a paged cache or not: 0, else TT_ERR_UNSUPPORTED (the row by packed
- * rows stays). */
-int tt__config_default_splitkv_wide(int32_t arch, int64_t packed_rows, int32_t head_dim, int64_t units,
-                                    int sm_count, int paged, tt_config *out);
+ * rows are the 16-row class, one query block) on `sm_count` SMs over
+ * `seqlen_k` keys, a paged cache or not, where the units decide it: more
+ * than one wave of one CTA an SM (defaults.c: splitkv_sm90_wide), or a
+ * quarter wave or less over a short cache (splitkv_sm90_few_units). 0,
+ * else TT_ERR_UNSUPPORTED (the row by packed rows stays). */
+int tt__config_default_splitkv_units(int32_t arch, int64_t packed_rows, int64_t seqlen_k, int32_t head_dim,
+                                     int64_t units, int sm_count, int paged, tt_config *out);
 /* The most packed rows (seqlen_q x GQA group) a chunk key of sm_`arch`
  * runs on splitkv by default; past them a dense family's rows (sm_90:
  * 1024, then ws). No limit (INT64_MAX) where splitkv serves every chunk. A

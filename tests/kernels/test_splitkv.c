@@ -743,6 +743,24 @@ TEST(decode_default_follows_the_units) {
     IS(default_at(90, 128, 1, 4096, 4, 33, 32), 64, 3);  /* 264: two waves exactly */
     IS(default_at(90, 128, 1, 4096, 4, 64, 32), 64, 3);  /* 512 */
     IS(default_at(90, 128, 1, 4096, 4, 0, 0), 128, 3);   /* unknown: the key's row */
+    /* A quarter wave of units or less (33 on 132 SMs), one token of
+     * group 4, over more than 1024 keys and at most 1024 a split (2048 up
+     * to 16 units): the 64-key tile, a split a CTA an SM */
+#define FEW(c)                                                                                            \
+    ASSERT((c).family == TT_FAMILY_SPLITKV && (c).block_m == 16 && (c).block_n == 64 && (c).warps == 4 && \
+           (c).stages == 3 && (c).split_ctas == 1)
+    FEW(default_at(90, 128, 1, 2048, 4, 1, 32));         /* 8 units */
+    FEW(default_at(90, 128, 1, 32768, 4, 1, 32));        /* 1986 keys a split */
+    FEW(default_at(90, 128, 1, 16384, 4, 2, 32));        /* 16 units, 1986 keys a split */
+    FEW(default_at(90, 128, 1, 4096, 4, 4, 32));         /* 32 units, 993 keys a split */
+    FEW(default_at(90, 128, 1, 4096, 4, 4, 33));         /* 33 units: a quarter of 132 SMs */
+    IS(default_at(90, 128, 1, 65536, 4, 1, 32), 128, 3); /* 3972 keys a split */
+    IS(default_at(90, 128, 1, 8192, 4, 4, 32), 128, 3);  /* 32 units, 1986 keys a split */
+    IS(default_at(90, 128, 1, 32768, 4, 2, 32), 128, 3); /* 16 units, 3972 keys a split */
+    IS(default_at(90, 128, 1, 4096, 4, 5, 32), 128, 3);  /* 40 units */
+    IS(default_at(90, 128, 1, 1024, 4, 1, 32), 128, 3);  /* 1024 keys: not timed, the row */
+    IS(default_at(90, 128, 2, 4096, 4, 1, 32), 128, 3);  /* 8 packed rows: not timed */
+    IS(default_at(90, 64, 1, 4096, 4, 1, 32), 128, 3);   /* d64 */
     /* d32 and d64: the 128-key tile, 3 stages, at any batch */
     IS(default_at(90, 32, 1, 32768, 4, 8, 32), 128, 3);
     IS(default_at(90, 32, 1, 32768, 4, 64, 32), 128, 3);
@@ -783,10 +801,15 @@ TEST(decode_default_follows_the_units) {
     IS(k, 64, 3);
     ASSERT_OK(tt__splitkv_default(4, 4096, 64, NULL, 528, 0, &k));
     IS(k, 128, 3);
+    ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 8, 0, &k));
+    FEW(k);
+    ASSERT_OK(tt__splitkv_default(4, 4096, 128, NULL, 8, 1, &k)); /* paged: not timed, the row */
+    IS(k, 128, 3);
     tt__device_limits a80;
     ASSERT_OK(tt__device_limits_nominal(80, &a80));
     ASSERT_OK(tt__splitkv_default(4, 4096, 128, &a80, 528, 0, &k));
     ASSERT(k.block_n == 64 && k.stages == 2 && k.split_ctas == 2);
+#undef FEW
 #undef IS
 }
 

@@ -101,7 +101,8 @@ int tt__splitkv_default(int64_t rows, int64_t seqlen_k, int32_t d, const tt__dev
     tt_config cand[4], row;
     size_t n = 0;
     if (tt__config_default_splitkv(dev->arch, rows, seqlen_k, d, &row) == 0) {
-        if (tt__config_default_splitkv_wide(dev->arch, rows, d, units, dev->sm_count, paged, &cand[n]) == 0)
+        if (tt__config_default_splitkv_units(dev->arch, rows, seqlen_k, d, units, dev->sm_count, paged,
+                                             &cand[n]) == 0)
             n++;
         cand[n++] = row;
     }
