@@ -222,21 +222,23 @@ static const struct splitkv_row splitkv_sm90_short_keys[] = {
  * 512 (docs/perf.md, decode past a wave on three CTAs an SM). A paged
  * cache keeps 3 stages (tt__splitkv_default_paged). */
 /* sm_90 decode of few units over a short cache: at most a quarter wave
- * of (batch, K/V head) units (33 on 132 SMs), each split one CTA an SM
- * (split_ctas 1: the splits of the 128-key row), of at most 1024 keys
- * (2048 up to an eighth of a wave: 16 units). The 64-key 3-stage tile
- * (98 KB) runs a split's keys in twice the tiles of half the bytes, a ring
- * of three in flight where the 128-key row's ring, trimmed to the split's
- * tiles, held two. Timed interleaved with torch auto on the H200 at one
- * token of group 4, three machines (docs/perf.md, decode: few units over
- * short caches), against the 128-key row: batch 1 ahead by 6-7% at 2k
- * keys, 3-4% at 4k and 8k, 1-1.5% at 16k, 0.6% at 32k (1986 keys a
- * split), 0-0.5% behind at 128k; batch 2 by 3% at 4k, 1% at 8k, tied at
- * 16k; batch 4 by 4% at 2k, 0-1.4% at 4k, 0-0.4% behind at 8k (1986 keys
- * a split, 32 units); batch 8 (64 units) 1.2% behind at 8k. Other row
- * counts were not timed: they keep their rows. */
+ * of (batch, K/V head) units (33 on 132 SMs), at least 1024 keys, each
+ * split one CTA an SM (split_ctas 1: the splits of the 128-key row) and
+ * of at most 1024 keys (2048 up to an eighth of a wave: 16 units). The
+ * 64-key 3-stage tile (98 KB) runs a split's keys in twice the tiles of
+ * half the bytes, a ring of three in flight where the 128-key row's ring,
+ * trimmed to the split's tiles, held two. Timed interleaved with torch
+ * auto on the H200 at one token of group 4, four machines (docs/perf.md,
+ * decode: few units over short caches), against the 128-key row: batch 1
+ * ahead by 6% at 1k keys, 6-7% at 2k, 3-4% at 4k and 8k, 1-1.5% at 16k,
+ * 0.6% at 32k (1986 keys a split), 0-0.5% behind at 128k; batch 2 ahead by
+ * 8.5% at 1k, 3% at 4k, 1% at 8k, tied at 16k; batch 4 ahead by 4% at 2k,
+ * 0-1.4% at 4k, 0-0.4% behind at 8k (1986 keys a split, 32 units); batch 8
+ * (64 units) 1.2% behind at 8k. Other row counts and caches under 1024
+ * keys were not timed: they keep their rows. */
 static const struct splitkv_row splitkv_sm90_few_units = {16, 128, 16, 64, 4, 3, 1, 1};
 #define FEW_UNITS_ROWS_MAX 4
+#define FEW_UNITS_KEYS_MIN 1024
 
 static const struct splitkv_row splitkv_sm90_wide[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
@@ -503,11 +505,11 @@ int tt__config_default_splitkv_units(int32_t arch, int64_t packed_rows, int64_t 
         return TT_ERR_UNSUPPORTED;
     if (units <= sm_count) {
         /* d128, one token of group 4 (4 packed rows), a quarter wave of
-         * units or less, few keys a split (a split a CTA an SM): the
-         * 64-key tile with one split a CTA an SM */
+         * units or less, 1024 keys or more but few a split (a split a CTA
+         * an SM): the 64-key tile with one split a CTA an SM */
         const int64_t split_keys = 8 * units <= sm_count ? 2048 : 1024;
         if (head_dim != 128 || paged || packed_rows > FEW_UNITS_ROWS_MAX || 4 * units > sm_count ||
-            seqlen_k <= SHORT_KEYS_MAX || seqlen_k * units > split_keys * sm_count)
+            seqlen_k < FEW_UNITS_KEYS_MIN || seqlen_k * units > split_keys * sm_count)
             return TT_ERR_UNSUPPORTED;
         return splitkv_row(&splitkv_sm90_few_units, 1, packed_rows, head_dim, out);
     }

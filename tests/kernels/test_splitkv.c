@@ -744,7 +744,7 @@ TEST(decode_default_follows_the_units) {
     IS(default_at(90, 128, 1, 4096, 4, 64, 32), 64, 3);  /* 512 */
     IS(default_at(90, 128, 1, 4096, 4, 0, 0), 128, 3);   /* unknown: the key's row */
     /* A quarter wave of units or less (33 on 132 SMs), one token of
-     * group 4, over more than 1024 keys and at most 1024 a split (2048 up
+     * group 4, over 1024 keys or more and at most 1024 a split (2048 up
      * to 16 units): the 64-key tile, a split a CTA an SM */
 #define FEW(c)                                                                                            \
     ASSERT((c).family == TT_FAMILY_SPLITKV && (c).block_m == 16 && (c).block_n == 64 && (c).warps == 4 && \
@@ -758,9 +758,10 @@ TEST(decode_default_follows_the_units) {
     IS(default_at(90, 128, 1, 8192, 4, 4, 32), 128, 3);  /* 32 units, 1986 keys a split */
     IS(default_at(90, 128, 1, 32768, 4, 2, 32), 128, 3); /* 16 units, 3972 keys a split */
     IS(default_at(90, 128, 1, 4096, 4, 5, 32), 128, 3);  /* 40 units */
-    IS(default_at(90, 128, 1, 1024, 4, 1, 32), 128, 3);  /* 1024 keys: not timed, the row */
-    IS(default_at(90, 128, 2, 4096, 4, 1, 32), 128, 3);  /* 8 packed rows: not timed */
-    IS(default_at(90, 64, 1, 4096, 4, 1, 32), 128, 3);   /* d64 */
+    FEW(default_at(90, 128, 1, 1024, 4, 1, 32));
+    IS(default_at(90, 128, 1, 1023, 4, 1, 32), 128, 3); /* under 1024 keys: not timed, the row */
+    IS(default_at(90, 128, 2, 4096, 4, 1, 32), 128, 3); /* 8 packed rows: not timed */
+    IS(default_at(90, 64, 1, 4096, 4, 1, 32), 128, 3);  /* d64 */
     /* d32 and d64: the 128-key tile, 3 stages, at any batch */
     IS(default_at(90, 32, 1, 32768, 4, 8, 32), 128, 3);
     IS(default_at(90, 32, 1, 32768, 4, 64, 32), 128, 3);
