@@ -21,7 +21,8 @@ target tuned at batch 1 run at batch 64 and the other way round.
 
     python3 bench/inference/decode.py --out DIR [--quick]
 
-Writes DIR/inference.csv, DIR/inference.md and DIR/configs.txt.
+Writes DIR/inference.csv, DIR/inference.md, DIR/inference.svg (plot.py)
+and DIR/configs.txt.
 """
 
 import argparse
@@ -41,6 +42,8 @@ import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import tiletune  # noqa: E402
+
+import plot  # noqa: E402
 
 DEV = torch.device("cuda:0")
 DT = torch.bfloat16
@@ -480,6 +483,8 @@ def main():
             f.write(f'{r[0]},{r[1]},{r[2]},{r[3]},"{r[4]}",{r[5]:.5f}\n')
     with open(os.path.join(args.out, "configs.txt"), "w") as f:
         f.write("\n".join(cfglog) + "\n")
+    plot.write(os.path.join(args.out, "inference.csv"), os.path.join(args.out, "inference.svg"),
+               f"Inference shapes, {torch.cuda.get_device_name(0)}, {time.strftime('%Y-%m-%d')}")
     print(f"done in {time.time() - t_start:.0f} s", flush=True)
 
 
