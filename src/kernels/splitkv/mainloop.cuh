@@ -894,10 +894,15 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
     __syncthreads();
 
     /* Merge the key warps of each row through shared memory: row stats
-     * (max, sum) per key warp, then each warp scales its O by its share
-     * and the warps add into one fp32 tile in turn. */
+     * (max, sum) per key warp, then each warp scales its O by its share;
+     * in tiles of up to 32 rows each warp writes its own fp32 tile and the
+     * output loop adds them as it reads them (one barrier where the warps
+     * added into one tile in turn, a barrier a warp, on the path of every
+     * split's end), in larger ones the warps add into one tile in turn. */
+    constexpr int SLICES = TT_SKV_SLICES(BM, D, NW);
+    constexpr int SLICE = BM * OROW; /* floats */
     float *sO = (float *)smem;
-    float *sm_m = sO + BM * OROW, *sm_l = sm_m + WK * BM;
+    float *sm_m = sO + SLICES * SLICE, *sm_l = sm_m + WK * BM;
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
@@ -931,8 +936,20 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
     /* All stats are read before any warp overwrites the tile it shares
      * with them (sO does not overlap sm_m / sm_l, the barrier orders the
      * adds). */
+    if (SLICES > 1) {
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float *dst = sO + wk * SLICE + (wr + mi * 16 + g + 8 * r) * OROW + 2 * t;
+#pragma unroll
+                for (int d = 0; d < D / 8; ++d)
+                    *(float2 *)(dst + d * 8) = make_float2(acc[mi][d][2 * r], acc[mi][d][2 * r + 1]);
+            }
+        __syncthreads();
+    }
 #pragma unroll 1
-    for (int w = 0; w < WK; ++w) {
+    for (int w = 0; w < (SLICES > 1 ? 0 : WK); ++w) {
         if (wk == w) {
 #pragma unroll
             for (int mi = 0; mi < MT; ++mi)
@@ -965,7 +982,15 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
         if (pr >= rows) continue;
         const int i = pr / G, h = un.hk * G + pr % G;
         const float *src = sO + r * OROW + c * 8;
-        const float4 x0 = *(const float4 *)src, x1 = *(const float4 *)(src + 4);
+        float4 x0 = *(const float4 *)src, x1 = *(const float4 *)(src + 4);
+        /* the key warps' tiles in the order the warps add in turn: the
+         * same sums, bit for bit */
+#pragma unroll
+        for (int w = 1; w < SLICES; ++w) {
+            const float4 y0 = *(const float4 *)(src + w * SLICE), y1 = *(const float4 *)(src + w * SLICE + 4);
+            x0 = make_float4(x0.x + y0.x, x0.y + y0.y, x0.z + y0.z, x0.w + y0.w);
+            x1 = make_float4(x1.x + y1.x, x1.y + y1.y, x1.z + y1.z, x1.w + y1.w);
+        }
         float M = neg_inf(), L = 0.f;
         if (c == 0) row_stats(sm_m, sm_l, r, sl2, M, L);
         const bool empty = M == neg_inf() || !(L > 0.f);

@@ -232,10 +232,16 @@ TT_SKV_FN unsigned tt_skv_sw_step(unsigned p, int kk) {
 #define TT_SKV_RW(bm, d) ((bm) < 32 ? (bm) : ((d) >= 256 ? 16 : 32))
 #define TT_SKV_WM(bm, d) ((bm) / TT_SKV_RW(bm, d))
 #define TT_SKV_WK(bm, d, warps) ((warps) / TT_SKV_WM(bm, d))
+/* The fp32 tiles the key warps' O meet in: one a key warp in tiles of up
+ * to 32 rows (all written at once, summed as they are read out), one that
+ * the warps add into in turn in larger ones, where as many would outgrow
+ * the ring. */
+#define TT_SKV_SLICES(bm, d, warps) ((bm) <= 32 ? TT_SKV_WK(bm, d, warps) : 1)
 /* Q, K and V rows unpadded (the kernel swizzles their chunks); fp32
  * merge rows are padded by 8 floats against bank conflicts. */
 #define TT_SKV_MAIN_BYTES(bm, bn, d, st) (2 * (d) * ((bm) + 2 * (st) * (bn)))
-#define TT_SKV_MERGE_BYTES(bm, d, warps) (4 * (bm) * ((d) + 8) + 8 * (bm) * TT_SKV_WK(bm, d, warps))
+#define TT_SKV_MERGE_BYTES(bm, d, warps) \
+    (4 * (bm) * ((d) + 8) * TT_SKV_SLICES(bm, d, warps) + 8 * (bm) * TT_SKV_WK(bm, d, warps))
 #define TT_SPLITKV_SMEM_BYTES(bm, bn, d, st, warps) \
     (TT_SKV_MAIN_BYTES(bm, bn, d, st) > TT_SKV_MERGE_BYTES(bm, d, warps) \
          ? TT_SKV_MAIN_BYTES(bm, bn, d, st) : TT_SKV_MERGE_BYTES(bm, d, warps))
