@@ -92,11 +92,19 @@ def compile_one(args):
         cub = ctypes.create_string_buffer(size.value)
         lib.nvrtcGetCUBIN(prog, cub)
         out["cubin"] = cub.raw
-        m = re.search(r"Used (\d+) registers", log)
+        # ptxas reports each entry function (a family may have a second,
+        # splitkv's merge): the main kernel's section only
+        sec = log
+        m = re.search(r"Compiling entry function '(\w*tt_sdpa_fwd_kernel\w*)'", log)
+        if m:
+            sec = log[m.start():]
+            nxt = sec.find("Compiling entry function", 1)
+            sec = sec if nxt < 0 else sec[:nxt]
+        m = re.search(r"Used (\d+) registers", sec)
         out["regs"] = int(m.group(1)) if m else -1
-        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", sec)
         out["spill"] = int(m.group(1)) + int(m.group(2)) if m else 0
-        m = re.search(r"(\d+) bytes stack frame", log)
+        m = re.search(r"(\d+) bytes stack frame", sec)
         out["stack"] = int(m.group(1)) if m else 0
     lib.nvrtcDestroyProgram(ctypes.byref(prog))
     return out
