@@ -12,11 +12,15 @@ with shuffled pages and a varlen batch with empty and one-token
 sequences. Prints each case's largest difference; exits 1 on any."""
 
 import argparse
+import os
 import sys
 
 import torch
 
 import tiletune
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "inference"))
+import decode  # noqa: E402  (its paged layout: 8 KV heads, head_dim 128)
 
 DEV = "cuda"
 DT = torch.bfloat16
@@ -39,14 +43,7 @@ def cases():
                                                                                      return_softmax_lse=True)))
     for page in (16, 256):
         B, Lk = 2, 8192
-        kc, vc = gen(B, Lk, 8, 128), gen(B, Lk, 8, 128)
-        npg = Lk // page
-        perm = torch.randperm(B * npg, device=DEV)
-        kp = torch.empty(B * npg, page, 8, 128, device=DEV, dtype=DT)
-        vp = torch.empty_like(kp)
-        kp[perm] = kc.reshape(B * npg, page, 8, 128)
-        vp[perm] = vc.reshape(B * npg, page, 8, 128)
-        table = perm.view(B, npg).to(torch.int32)
+        kp, vp, table, _ = decode.paged(gen(B, Lk, decode.HKV, decode.D), gen(B, Lk, decode.HKV, decode.D), page)
         lens = torch.tensor([Lk, Lk - 777], dtype=torch.int32, device=DEV)
         q = gen(B, 1, 32, 128)
         out.append((f"paged page {page}",
