@@ -291,7 +291,7 @@ static int run_varlen(const tt_sdpa_varlen_args *a, size_t *ws_bytes, char *err,
     CUstream ds = stream; /* the dense launch's stream */
     if (dense) {
         if ((rc = tt__kernel_for_config(t.ctx, &t.limits, &dcfg, (int32_t)a->head_dim, (tt_dtype)a->dtype,
-                                        a->causal, &k, err, errlen)) < 0)
+                                        a->causal, 0, &k, err, errlen)) < 0)
             return rc;
         if ((rc = tt__cuda_get(&cu, err, errlen)) < 0 ||
             (rc = tt__side_fork(cu, t.ctx, stream, &side, &ds, err, errlen)) < 0)

@@ -50,6 +50,9 @@ static int check_variant(const tt__variant *v, char *err, size_t errlen) {
     if (!f) return tt__fail(TT_ERR_INVAL, err, errlen, "family %d has no kernel", (int)v->config.family);
     int rc = tt__family_check_arch(f, v->arch, err, errlen);
     if (rc < 0) return rc;
+    if (v->paged != 0 && (v->paged != 1 || v->config.family != TT_FAMILY_SPLITKV))
+        return tt__fail(TT_ERR_INVAL, err, errlen, "paged %d: only family splitkv has a paged program (1)",
+                        (int)v->paged);
 #ifdef TT_FAULT_INJECTION
     if (v->fault < TT_FAULT_NONE || v->fault > TT_FAULT_HANG)
 #else
@@ -78,6 +81,7 @@ int tt__jit_macros(const tt__variant *v, char *buf, size_t len) {
     }
     APPEND(" -DTT_HEAD_DIM=%d -DTT_DTYPE=%d -DTT_CAUSAL=%d -DTT_FAULT_INJECT=%d", (int)v->head_dim,
            (int)v->dtype, (int)v->causal, (int)v->fault);
+    if (v->config.family == TT_FAMILY_SPLITKV) APPEND(" -DTT_SKV_PAGED=%d", (int)v->paged);
     if (f) APPEND(" -DTT_MAINLOOP=\"%s\"", f->files[0].name);
 #undef APPEND
     if (used >= len) return TT_ERR_RANGE;

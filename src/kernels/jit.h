@@ -34,6 +34,7 @@ typedef struct tt__variant {
     int32_t causal;
     int32_t arch;  /* compute capability major*10 + minor: 80, 86, 89, 90 */
     int32_t fault; /* TT_FAULT_*; != 0 only in TT_FAULT_INJECTION builds */
+    int32_t paged; /* family splitkv: 1 the program for a paged KV cache, 0 a contiguous one */
 } tt__variant;
 
 typedef struct tt__report {

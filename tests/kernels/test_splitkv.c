@@ -853,7 +853,8 @@ TEST(space_is_legal_and_sized) {
 
 /* Every variant of the spaces of decode, speculative and chunked-prefill
  * rows compiles for sm_90 (and decode's for sm_80) with no spill and no
- * stack: the one kernel source, the family's mainloop by TT_MAINLOOP. */
+ * stack, as the program for a contiguous KV cache and for a paged one:
+ * the one kernel source, the family's mainloop by TT_MAINLOOP. */
 TEST(every_space_variant_compiles_clean) {
     char err[2048];
     const int arch[2] = {80, 90};
@@ -868,15 +869,18 @@ TEST(every_space_variant_compiles_clean) {
             for (size_t i = 0; i < n; i++) {
                 const tt_config *c = &e[i].variant.config;
                 if (c->split_ctas != 0) continue; /* host-only knob: same program */
-                tt__cubin *cb = NULL;
-                if (tt__jit_compile(NULL, &e[i].variant, &cb, err, sizeof err) < 0)
-                    TT_FAIL_AT("compile: %s", err);
-                if (!tt__report_clean(&cb->report))
-                    TT_FAIL_AT("sm_%d bm %d bn %d w %d st %d: %d B spilled, %d B stack", arch[a],
-                               (int)c->block_m, (int)c->block_n, (int)c->warps, (int)c->stages,
-                               (int)cb->report.spill_stores, (int)cb->report.stack_frame);
-                tt__cubin_free(cb);
-                compiled++;
+                for (int32_t paged = 0; paged <= 1; paged++) {
+                    tt__variant v = e[i].variant;
+                    v.paged = paged;
+                    tt__cubin *cb = NULL;
+                    if (tt__jit_compile(NULL, &v, &cb, err, sizeof err) < 0) TT_FAIL_AT("compile: %s", err);
+                    if (!tt__report_clean(&cb->report))
+                        TT_FAIL_AT("sm_%d bm %d bn %d w %d st %d paged %d: %d B spilled, %d B stack", arch[a],
+                                   (int)c->block_m, (int)c->block_n, (int)c->warps, (int)c->stages,
+                                   (int)paged, (int)cb->report.spill_stores, (int)cb->report.stack_frame);
+                    tt__cubin_free(cb);
+                    compiled++;
+                }
             }
             free(e);
         }
@@ -885,8 +889,9 @@ TEST(every_space_variant_compiles_clean) {
 }
 
 /* Registers a thread of the d128 16x64 4-warp tile with `stages` takes on
- * sm_90 under mask `causal`; *clean: no spill, no stack. */
-static int d128_16x64_registers(int stages, int32_t causal, int *clean) {
+ * sm_90 under mask `causal`, in the program for a paged KV cache or a
+ * contiguous one; *clean: no spill, no stack. */
+static int d128_16x64_registers(int stages, int32_t causal, int32_t paged, int *clean) {
     char err[2048];
     tt__variant v;
     memset(&v, 0, sizeof v);
@@ -895,6 +900,7 @@ static int d128_16x64_registers(int stages, int32_t causal, int *clean) {
     v.dtype = TT_DTYPE_BF16;
     v.causal = causal;
     v.arch = 90;
+    v.paged = paged;
     tt__cubin *cb = NULL;
     if (tt__jit_compile(NULL, &v, &cb, err, sizeof err) < 0) {
         fprintf(stderr, "compile: %s\n", err);
@@ -908,28 +914,39 @@ static int d128_16x64_registers(int stages, int32_t causal, int *clean) {
 
 /* The d128 16-row 2-stage tile (69,632 bytes) is built for the three CTAs
  * an SM its shared memory fits on sm_90: at most 168 registers a thread,
- * no spill (ptxas alone gave it 193, two an SM). Its 3-stage form, two an
- * SM by shared memory, keeps ptxas' own count. */
+ * no spill (ptxas alone gave it 193, two an SM), in the programs for both
+ * kinds of KV cache. Its 3-stage form, two an SM by shared memory, is not
+ * held to that. */
 TEST(d128_two_stage_tile_fits_three_ctas_an_sm) {
     int clean = 0;
-    for (int32_t causal = 0; causal <= 2; causal++) {
-        const int regs = d128_16x64_registers(2, causal, &clean);
-        if (regs < 0 || regs > 168 || !clean)
-            TT_FAIL_AT("causal %d: %d registers, clean %d", (int)causal, regs, clean);
-        /* three CTAs of 128 threads at 168 (granules of 8) fill the 64 K */
-        ASSERT(3 * 128 * ((regs + 7) / 8 * 8) <= 65536);
-    }
-    ASSERT(d128_16x64_registers(3, 0, &clean) > 168);
+    for (int32_t paged = 0; paged <= 1; paged++)
+        for (int32_t causal = 0; causal <= 2; causal++) {
+            const int regs = d128_16x64_registers(2, causal, paged, &clean);
+            if (regs < 0 || regs > 168 || !clean)
+                TT_FAIL_AT("causal %d paged %d: %d registers, clean %d", (int)causal, (int)paged, regs,
+                           clean);
+            /* three CTAs of 128 threads at 168 (granules of 8) fill the 64 K */
+            ASSERT(3 * 128 * ((regs + 7) / 8 * 8) <= 65536);
+        }
+    /* the 3-stage form (two an SM by shared memory) is not held to it,
+     * and needs no more than ptxas gives it */
+    ASSERT(d128_16x64_registers(3, 0, 0, &clean) > 0 && clean);
 }
 
-/* The split target is read by the launch only: the JIT passes no macro for
- * it, so the three values are one program (one cubin cache entry). */
-TEST(split_target_is_not_compiled_in) {
+/* The sm_90 variant of the decode default, one token of group 4 over 4k keys. */
+static tt__variant decode_variant(void) {
     tt__variant v;
     memset(&v, 0, sizeof v);
     tt__splitkv_default(4, 4096, 128, NULL, 0, 0, &v.config);
     v.head_dim = 128;
     v.arch = 90;
+    return v;
+}
+
+/* The split target is read by the launch only: the JIT passes no macro for
+ * it, so the three values are one program (one cubin cache entry). */
+TEST(split_target_is_not_compiled_in) {
+    tt__variant v = decode_variant();
     char a[512], b[512];
     ASSERT(tt__jit_macros(&v, a, sizeof a) > 0);
     ASSERT(strstr(a, "TT_SPLIT_CTAS") == NULL);
@@ -942,6 +959,31 @@ TEST(split_target_is_not_compiled_in) {
     v.config.split_ctas = 0;
     ASSERT(tt__jit_macros(&v, a, sizeof a) > 0);
     ASSERT_CONTAINS(a, "TT_SPLIT_CTAS=0");
+}
+
+/* A paged KV cache and a contiguous one are two programs: two cubins, and
+ * only family splitkv has the paged one. */
+TEST(paged_cache_is_its_own_program) {
+    tt__variant v = decode_variant();
+    char a[512], b[512], err[256];
+    ASSERT(tt__jit_macros(&v, a, sizeof a) > 0);
+    ASSERT_CONTAINS(a, "-DTT_SKV_PAGED=0");
+    v.paged = 1;
+    ASSERT(tt__jit_macros(&v, b, sizeof b) > 0);
+    ASSERT_CONTAINS(b, "-DTT_SKV_PAGED=1");
+    v.paged = 2;
+    tt__cubin *cb = NULL;
+    ASSERT_EQ(tt__jit_compile(NULL, &v, &cb, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "paged 2");
+    v.paged = 1;
+    v.config.family = TT_FAMILY_MMA;
+    ASSERT_EQ(tt__jit_compile(NULL, &v, &cb, err, sizeof err), TT_ERR_INVAL);
+    ASSERT_CONTAINS(err, "only family splitkv");
+    ASSERT(cb == NULL);
+    /* the dense families' flags do not change */
+    v.paged = 0;
+    ASSERT(tt__jit_macros(&v, a, sizeof a) > 0);
+    ASSERT(strstr(a, "TT_SKV_PAGED") == NULL);
 }
 
 /* ---- the entry points' argument checks, before any GPU call ---------------- */

@@ -16,7 +16,8 @@
  *   merges them; with one split it writes O and LSE itself.
  * - Paged KV (block table, power-of-two pages), per-sequence KV lengths,
  *   variable-length packed batches (cumulative lengths): runtime addressing,
- *   uniform per CTA.
+ *   uniform per CTA. Paged or contiguous is compiled in (TT_SKV_PAGED):
+ *   each program holds one copy path.
  *
  * The family's device file (TT_MAINLOOP under sdpa.cu), over its own
  * contract splitkv/params.h rather than skeleton.cuh: its CTA is one KV
@@ -57,6 +58,17 @@
 #endif
 #if TT_DTYPE != 0 && TT_DTYPE != 1
 #error "TT_DTYPE must be 0 (fp16) or 1 (bf16)"
+#endif
+/* 1: K and V through a block table (p.block_table is set), 0: a contiguous
+ * cache (it is not). One program held both copy paths, the paged one's
+ * 2,200 instructions between the contiguous copy and the math of the main
+ * loop: 110 KB of code for the d128 16x128 tile, and on the H200 its
+ * warps stalled 1.5 cycles an instruction for instructions not yet
+ * fetched (ncu, batch 16 over 1k keys), 0.2 with the contiguous path
+ * alone (cuDNN's decode kernel: 0.2). The launch picks the program by the
+ * call's cache (splitkv/launch.c). */
+#if !defined(TT_SKV_PAGED) || (TT_SKV_PAGED != 0 && TT_SKV_PAGED != 1)
+#error "TT_SKV_PAGED must be 0 (contiguous KV) or 1 (paged KV)"
 #endif
 
 typedef unsigned int u32;
@@ -344,16 +356,27 @@ __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row,
     constexpr int U = PER == 1 ? 16 : 8;
     static_assert(32 % U == 0, "a batch of splits within one w[k]");
     float4 x[U][PER];
+    /* Split s's row is nrows rows past split s - 1's: one pointer stepped
+     * from split to split, each address dead once its load is issued. An
+     * address a split, each its own 64-bit product of a clamped index, had
+     * ptxas hold all U at once: the merge was this kernel's register peak
+     * (104 bytes spilled at the 168 registers of three CTAs an SM) and
+     * 1,300 instructions, fetched cold by the one merging CTA of a unit.
+     * Splits past the last load nothing: x 0, weight 0. */
+    const i64 split_step = nrows * C4; /* float4s */
     auto issue = [&](int s0) {
+        const float4 *src = (const float4 *)(p.o_part + ((i64)s0 * nrows + row) * D) + lane;
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            const int s = min(s0 + u, nsplit - 1); /* past the end: a valid row, weight 0 */
-            const float4 *src = (const float4 *)(p.o_part + (s * nrows + row) * D);
+            const bool ok = s0 + u < nsplit;
 #pragma unroll
-            for (int e = 0; e < PER; ++e)
-                if (lane + 32 * e < C4) asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];\n"
-                                                     : "=f"(x[u][e].x), "=f"(x[u][e].y), "=f"(x[u][e].z), "=f"(x[u][e].w)
-                                                     : "l"(src + lane + 32 * e));
+            for (int e = 0; e < PER; ++e) {
+                x[u][e] = make_float4(0.f, 0.f, 0.f, 0.f);
+                if (ok && lane + 32 * e < C4) asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];\n"
+                                                           : "=f"(x[u][e].x), "=f"(x[u][e].y), "=f"(x[u][e].z), "=f"(x[u][e].w)
+                                                           : "l"(src + 32 * e));
+            }
+            src += split_step;
         }
     };
     float4 o[PER];
@@ -366,8 +389,9 @@ __device__ __forceinline__ void combine_row(const tt_splitkv_params &p, i64 row,
          * path: the batch-1 fused merge took 1.19 us there, 0.87 us here
          * (globaltimer, H200). */
         float l[U];
+        const float *lp = p.lse_part + row;
 #pragma unroll
-        for (int u = 0; u < U; ++u) l[u] = u < nsplit ? ld_cg(p.lse_part + u * nrows + row) : neg_inf();
+        for (int u = 0; u < U; ++u, lp += nrows) l[u] = u < nsplit ? ld_cg(lp) : neg_inf();
         issue(0);
         float mx = neg_inf(), sum = 0.f;
 #pragma unroll
@@ -535,7 +559,7 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
         cp_commit();
     }
 
-    const bool paged = p.block_table != 0;
+    constexpr bool paged = TT_SKV_PAGED;
     const u16 *kb = (const u16 *)p.k + un.hk * p.k_head_stride;
     const u16 *vb = (const u16 *)p.v + un.hk * p.v_head_stride;
     if (!paged) {
