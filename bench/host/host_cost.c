@@ -9,7 +9,7 @@
  * with and without a split. `kernels_in_cache` other variants are loaded
  * first (a process that ran a sweep or serves many keys holds dozens):
  * the call's module lookup must not grow with them. Medians of 31 rounds
- * of 200 calls, the stream synchronized between rounds (an unbounded
+ * of 200 calls, the context synchronized between rounds (an unbounded
  * launch queue would block the host).
  */
 #include <stdio.h>
@@ -42,13 +42,13 @@ static int cmp_d(const void *a, const void *b) {
 typedef void (*step_fn)(void *ctx);
 
 /* Median microseconds per call of fn over ROUNDS rounds of CALLS calls. */
-static double time_us(step_fn fn, void *ctx, const tt__cuda *cu, CUstream s) {
+static double time_us(step_fn fn, void *ctx, const tt__cuda *cu) {
     double r[ROUNDS];
     for (int i = 0; i < ROUNDS; i++) {
         const double t0 = now_us();
         for (int j = 0; j < CALLS; j++) fn(ctx);
         r[i] = (now_us() - t0) / CALLS;
-        cu->StreamSynchronize(s);
+        cu->CtxSynchronize(); /* every stream a step may use */
     }
     qsort(r, ROUNDS, sizeof r[0], cmp_d);
     return r[ROUNDS / 2];
@@ -111,6 +111,7 @@ static void kernel_get(void *p) {
 /* The driver's own floor: an empty kernel whose parameter block is as
  * large as the family's, launched on the same stream. */
 static CUfunction empty_fn, empty8_fn;
+static const tt__cuda *cu_of_bench;
 static void empty_launch(void *p) {
     bench *b = p;
     static tt_splitkv_params blank;
@@ -123,6 +124,26 @@ static void empty8_launch(void *p) {
     static unsigned long long one;
     void *params[1] = {&one};
     b->cu->LaunchKernel(empty8_fn, 1, 1, 1, 32, 1, 1, 0, b->s, params, NULL);
+}
+/* ... on a stream of another kind: what the caller's stream costs the
+ * driver (PyTorch's default is the legacy default stream) */
+static CUstream nonblocking_stream;
+static void empty8_on(CUstream s) {
+    static unsigned long long one;
+    void *params[1] = {&one};
+    cu_of_bench->LaunchKernel(empty8_fn, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
+}
+static void empty8_nonblocking(void *p) {
+    (void)p;
+    empty8_on(nonblocking_stream);
+}
+static void empty8_legacy(void *p) {
+    (void)p;
+    empty8_on(CU_STREAM_LEGACY);
+}
+static void empty8_per_thread(void *p) {
+    (void)p;
+    empty8_on(CU_STREAM_PER_THREAD);
 }
 static void kernel_launch(void *p) {
     bench *b = p;
@@ -155,6 +176,8 @@ int main(int argc, char **argv) {
     }
     cu->CtxPushCurrent(b.ctx);
     cu->StreamCreate(&b.s, 0);
+    cu->StreamCreate(&nonblocking_stream, CU_STREAM_NON_BLOCKING);
+    cu_of_bench = cu;
     const int B = 1, HQ = 32, HKV = 8, LK = 256, D = 128;
     CUdeviceptr q, kv, o;
     cu->MemAlloc(&q, (size_t)B * HQ * D * 2);
@@ -259,12 +282,15 @@ int main(int argc, char **argv) {
                  {"  the family's launch (plan, workspace, cuLaunchKernel)", kernel_launch},
                  {"  cuLaunchKernel alone: the family's kernel, unsplit", unsplit_launch},
                  {"cuLaunchKernel alone: an empty kernel, the same parameter bytes", empty_launch},
-                 {"cuLaunchKernel alone: an empty kernel, 8 parameter bytes", empty8_launch}};
+                 {"cuLaunchKernel alone: an empty kernel, 8 parameter bytes", empty8_launch},
+                 {"  the same on a non-blocking stream", empty8_nonblocking},
+                 {"  the same on the legacy default stream", empty8_legacy},
+                 {"  the same on the per-thread default stream", empty8_per_thread}};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
-        printf("%-64s %7.2f\n", steps[i].name, time_us(steps[i].fn, &b, cu, b.s));
+        printf("%-64s %7.2f\n", steps[i].name, time_us(steps[i].fn, &b, cu));
     cfg.split_ctas = 0;
     a->batch = 1;
-    printf("%-64s %7.2f\n", "tt_sdpa_fwd, split target 0", time_us(full_call, &b, cu, b.s));
+    printf("%-64s %7.2f\n", "tt_sdpa_fwd, split target 0", time_us(full_call, &b, cu));
     CUcontext c;
     cu->CtxPopCurrent(&c);
     return 0;
