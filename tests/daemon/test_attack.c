@@ -30,7 +30,8 @@ static long rss_kb(pid_t pid) {
 /* Many clients ask for a large EXPORT and never read it. The reply is
  * made off the loop in bounded pieces: lookups keep answering within a
  * client's 100 ms time-out (all but a scheduler's stray few), and the
- * daemon's memory does not grow by the size of the replies. Then a client that reads gets the whole export. */
+ * daemon's memory does not grow by the size of the replies. Then a
+ * client that reads gets the whole export. */
 TEST(unread_exports_do_not_stall_lookups) {
     td t;
     td_init(&t);
