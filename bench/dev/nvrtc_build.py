@@ -80,7 +80,8 @@ def compile_one(args):
             f"-DTT_Q_IN_REGS={qr}", f"-DTT_HEAD_DIM={hdim}", f"-DTT_DTYPE={dtype}",
             f"-DTT_CAUSAL={causal}", f"-DTT_FAULT_INJECT={fault}"] + extra_defines(defines)
     if fam == 3 and "SKV_PAGED=" not in defines:
-        opts.append("-DTT_SKV_PAGED=0")  # the contiguous cache's program; --defines SKV_PAGED=1: the paged one
+        # the contiguous cache's program; --defines SKV_PAGED=1,SKV_PAGE_SHIFT=4: pages of 16
+        opts.append("-DTT_SKV_PAGED=0")
     copts = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     rc = lib.nvrtcCompileProgram(prog, len(opts), copts)
     size = ctypes.c_size_t()

@@ -50,9 +50,12 @@ static int check_variant(const tt__variant *v, char *err, size_t errlen) {
     if (!f) return tt__fail(TT_ERR_INVAL, err, errlen, "family %d has no kernel", (int)v->config.family);
     int rc = tt__family_check_arch(f, v->arch, err, errlen);
     if (rc < 0) return rc;
-    if (v->paged != 0 && (v->paged != 1 || v->config.family != TT_FAMILY_SPLITKV))
-        return tt__fail(TT_ERR_INVAL, err, errlen, "paged %d: only family splitkv has a paged program (1)",
-                        (int)v->paged);
+    if (v->page_size != 0 && v->config.family != TT_FAMILY_SPLITKV)
+        return tt__fail(TT_ERR_INVAL, err, errlen, "page_size %d: only family splitkv has a paged program",
+                        (int)v->page_size);
+    if (v->page_size < 0 || v->page_size > (1 << 20) || (v->page_size & (v->page_size - 1)))
+        return tt__fail(TT_ERR_INVAL, err, errlen,
+                        "page_size %d is not 0 (contiguous) or a power of two in 1..2^20", (int)v->page_size);
 #ifdef TT_FAULT_INJECTION
     if (v->fault < TT_FAULT_NONE || v->fault > TT_FAULT_HANG)
 #else
@@ -81,7 +84,14 @@ int tt__jit_macros(const tt__variant *v, char *buf, size_t len) {
     }
     APPEND(" -DTT_HEAD_DIM=%d -DTT_DTYPE=%d -DTT_CAUSAL=%d -DTT_FAULT_INJECT=%d", (int)v->head_dim,
            (int)v->dtype, (int)v->causal, (int)v->fault);
-    if (v->config.family == TT_FAMILY_SPLITKV) APPEND(" -DTT_SKV_PAGED=%d", (int)v->paged);
+    if (v->config.family == TT_FAMILY_SPLITKV) {
+        APPEND(" -DTT_SKV_PAGED=%d", v->page_size != 0);
+        if (v->page_size) {
+            int shift = 0;
+            while ((1 << shift) < v->page_size) shift++;
+            APPEND(" -DTT_SKV_PAGE_SHIFT=%d", shift);
+        }
+    }
     if (f) APPEND(" -DTT_MAINLOOP=\"%s\"", f->files[0].name);
 #undef APPEND
     if (used >= len) return TT_ERR_RANGE;

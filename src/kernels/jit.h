@@ -34,7 +34,9 @@ typedef struct tt__variant {
     int32_t causal;
     int32_t arch;  /* compute capability major*10 + minor: 80, 86, 89, 90 */
     int32_t fault; /* TT_FAULT_*; != 0 only in TT_FAULT_INJECTION builds */
-    int32_t paged; /* family splitkv: 1 the program for a paged KV cache, 0 a contiguous one */
+    /* family splitkv: the tokens a page of the paged KV cache its program
+     * reads (a power of two, 1..2^20), 0 the program for a contiguous one */
+    int32_t page_size;
 } tt__variant;
 
 typedef struct tt__report {

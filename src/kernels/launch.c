@@ -203,7 +203,7 @@ int tt__kernel_get(CUcontext ctx, const tt__jit_opts *jo, const tt__variant *v, 
     key.causal = v->causal;
     key.arch = v->arch;
     key.fault = v->fault;
-    key.paged = v->paged;
+    key.page_size = v->page_size;
 
     pthread_mutex_lock(&cache_lock);
     tt__kernel *k = cache_find(ctx, src->rev, &key);
@@ -610,8 +610,8 @@ int tt__sdpa_launch(const tt__sdpa_target *t, const tt_sdpa_args *a, const tt_co
 }
 
 int tt__kernel_for_config(CUcontext ctx, const tt__device_limits *lim, const tt_config *cfg, int32_t head_dim,
-                          tt_dtype dtype, int32_t causal, int32_t paged, const tt__kernel **out, char *err,
-                          size_t errlen) {
+                          tt_dtype dtype, int32_t causal, int32_t page_size, const tt__kernel **out,
+                          char *err, size_t errlen) {
     char msg[200];
     int rc;
     if ((rc = tt__variant_check(cfg, head_dim, lim, msg, sizeof msg)) < 0)
@@ -623,7 +623,7 @@ int tt__kernel_for_config(CUcontext ctx, const tt__device_limits *lim, const tt_
     v.dtype = dtype;
     v.causal = causal;
     v.arch = lim->arch;
-    v.paged = paged;
+    v.page_size = page_size;
     const tt__kernel *k;
     if ((rc = tt__kernel_get(ctx, NULL, &v, &k, err, errlen)) < 0) return rc;
     if ((long)k->report.static_smem + k->smem > lim->smem_optin)

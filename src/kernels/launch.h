@@ -75,13 +75,13 @@ int tt__kernel_get(CUcontext ctx, const tt__jit_opts *jo, const tt__variant *v, 
  * The loaded kernel of `cfg` for a problem on the device of `lim` (its
  * context `ctx`): the config checked against the device, the variant
  * compiled or taken from the module cache, its shared memory checked
- * against the device's. `paged`: family splitkv's program for a paged KV
- * cache (tt__variant.paged), else 0. TT_ERR_* with a message naming what
- * failed.
+ * against the device's. `page_size`: family splitkv's program for a paged
+ * KV cache of pages that size (tt__variant.page_size), else 0. TT_ERR_*
+ * with a message naming what failed.
  */
 int tt__kernel_for_config(CUcontext ctx, const tt__device_limits *lim, const tt_config *cfg, int32_t head_dim,
-                          tt_dtype dtype, int32_t causal, int32_t paged, const tt__kernel **out, char *err,
-                          size_t errlen);
+                          tt_dtype dtype, int32_t causal, int32_t page_size, const tt__kernel **out,
+                          char *err, size_t errlen);
 
 /*
  * Checks `a` (everything that needs no GPU: pointers, alignment, sizes,

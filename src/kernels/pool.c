@@ -51,7 +51,7 @@ static tt__variant program_of(const tt__variant *v) {
     p.causal = v->causal;
     p.arch = v->arch;
     p.fault = v->fault;
-    p.paged = v->paged;
+    p.page_size = v->page_size;
     return p;
 }
 

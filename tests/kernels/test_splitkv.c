@@ -853,8 +853,10 @@ TEST(space_is_legal_and_sized) {
 
 /* Every variant of the spaces of decode, speculative and chunked-prefill
  * rows compiles for sm_90 (and decode's for sm_80) with no spill and no
- * stack, as the program for a contiguous KV cache and for a paged one:
- * the one kernel source, the family's mainloop by TT_MAINLOOP. */
+ * stack, as the program for a contiguous KV cache and for paged ones of
+ * the smallest and the largest of the usual page sizes (16 tokens: one or
+ * two copy passes a page, the page lookups batched; 256: a lookup a page
+ * ahead): the one kernel source, the family's mainloop by TT_MAINLOOP. */
 TEST(every_space_variant_compiles_clean) {
     char err[2048];
     const int arch[2] = {80, 90};
@@ -869,15 +871,17 @@ TEST(every_space_variant_compiles_clean) {
             for (size_t i = 0; i < n; i++) {
                 const tt_config *c = &e[i].variant.config;
                 if (c->split_ctas != 0) continue; /* host-only knob: same program */
-                for (int32_t paged = 0; paged <= 1; paged++) {
+                static const int32_t pages[3] = {0, 16, 256};
+                for (int pi = 0; pi < 3; pi++) {
+                    const int32_t page = pages[pi];
                     tt__variant v = e[i].variant;
-                    v.paged = paged;
+                    v.page_size = page;
                     tt__cubin *cb = NULL;
                     if (tt__jit_compile(NULL, &v, &cb, err, sizeof err) < 0) TT_FAIL_AT("compile: %s", err);
                     if (!tt__report_clean(&cb->report))
-                        TT_FAIL_AT("sm_%d bm %d bn %d w %d st %d paged %d: %d B spilled, %d B stack", arch[a],
-                                   (int)c->block_m, (int)c->block_n, (int)c->warps, (int)c->stages,
-                                   (int)paged, (int)cb->report.spill_stores, (int)cb->report.stack_frame);
+                        TT_FAIL_AT("sm_%d bm %d bn %d w %d st %d page %d: %d B spilled, %d B stack", arch[a],
+                                   (int)c->block_m, (int)c->block_n, (int)c->warps, (int)c->stages, (int)page,
+                                   (int)cb->report.spill_stores, (int)cb->report.stack_frame);
                     tt__cubin_free(cb);
                     compiled++;
                 }
@@ -889,9 +893,9 @@ TEST(every_space_variant_compiles_clean) {
 }
 
 /* Registers a thread of the d128 16x64 4-warp tile with `stages` takes on
- * sm_90 under mask `causal`, in the program for a paged KV cache or a
- * contiguous one; *clean: no spill, no stack. */
-static int d128_16x64_registers(int stages, int32_t causal, int32_t paged, int *clean) {
+ * sm_90 under mask `causal`, in the program for a paged KV cache of
+ * `page`-token pages or (0) a contiguous one; *clean: no spill, no stack. */
+static int d128_16x64_registers(int stages, int32_t causal, int32_t page, int *clean) {
     char err[2048];
     tt__variant v;
     memset(&v, 0, sizeof v);
@@ -900,7 +904,7 @@ static int d128_16x64_registers(int stages, int32_t causal, int32_t paged, int *
     v.dtype = TT_DTYPE_BF16;
     v.causal = causal;
     v.arch = 90;
-    v.paged = paged;
+    v.page_size = page;
     tt__cubin *cb = NULL;
     if (tt__jit_compile(NULL, &v, &cb, err, sizeof err) < 0) {
         fprintf(stderr, "compile: %s\n", err);
@@ -915,15 +919,18 @@ static int d128_16x64_registers(int stages, int32_t causal, int32_t paged, int *
 /* The d128 16-row 2-stage tile (69,632 bytes) is built for the three CTAs
  * an SM its shared memory fits on sm_90: at most 168 registers a thread,
  * no spill (ptxas alone gave it 193, two an SM), in the programs for both
- * kinds of KV cache. Its 3-stage form, two an SM by shared memory, is not
+ * kinds of KV cache and each way of looking pages up. Its 3-stage form, two an SM by shared memory, is not
  * held to that. */
 TEST(d128_two_stage_tile_fits_three_ctas_an_sm) {
     int clean = 0;
-    for (int32_t paged = 0; paged <= 1; paged++)
+    /* contiguous; pages of one row (a lookup a pass), 16 (two passes a
+     * page, lookups batched), 256 (a lookup a page ahead) */
+    static const int32_t pages[4] = {0, 1, 16, 256};
+    for (int pi = 0; pi < 4; pi++)
         for (int32_t causal = 0; causal <= 2; causal++) {
-            const int regs = d128_16x64_registers(2, causal, paged, &clean);
+            const int regs = d128_16x64_registers(2, causal, pages[pi], &clean);
             if (regs < 0 || regs > 168 || !clean)
-                TT_FAIL_AT("causal %d paged %d: %d registers, clean %d", (int)causal, (int)paged, regs,
+                TT_FAIL_AT("causal %d page %d: %d registers, clean %d", (int)causal, (int)pages[pi], regs,
                            clean);
             /* three CTAs of 128 threads at 168 (granules of 8) fill the 64 K */
             ASSERT(3 * 128 * ((regs + 7) / 8 * 8) <= 65536);
@@ -961,27 +968,41 @@ TEST(split_target_is_not_compiled_in) {
     ASSERT_CONTAINS(a, "TT_SPLIT_CTAS=0");
 }
 
-/* A paged KV cache and a contiguous one are two programs: two cubins, and
- * only family splitkv has the paged one. */
-TEST(paged_cache_is_its_own_program) {
+/* A contiguous KV cache and each page size of a paged one are programs of
+ * their own (their own cubins), the page size compiled in; only family
+ * splitkv has paged programs, and a page size that is not a power of two
+ * in 1..2^20 has none. */
+TEST(each_page_size_is_its_own_program) {
     tt__variant v = decode_variant();
-    char a[512], b[512], err[256];
+    char a[512], b[512], c[512], err[256];
     ASSERT(tt__jit_macros(&v, a, sizeof a) > 0);
     ASSERT_CONTAINS(a, "-DTT_SKV_PAGED=0");
-    v.paged = 1;
+    ASSERT(strstr(a, "TT_SKV_PAGE_SHIFT") == NULL);
+    v.page_size = 16;
     ASSERT(tt__jit_macros(&v, b, sizeof b) > 0);
-    ASSERT_CONTAINS(b, "-DTT_SKV_PAGED=1");
-    v.paged = 2;
-    tt__cubin *cb = NULL;
-    ASSERT_EQ(tt__jit_compile(NULL, &v, &cb, err, sizeof err), TT_ERR_INVAL);
-    ASSERT_CONTAINS(err, "paged 2");
-    v.paged = 1;
+    ASSERT_CONTAINS(b, "-DTT_SKV_PAGED=1 -DTT_SKV_PAGE_SHIFT=4");
+    v.page_size = 1 << 20;
+    ASSERT(tt__jit_macros(&v, c, sizeof c) > 0);
+    ASSERT_CONTAINS(c, "-DTT_SKV_PAGE_SHIFT=20");
+    v.page_size = 1;
+    ASSERT(tt__jit_macros(&v, c, sizeof c) > 0);
+    ASSERT_CONTAINS(c, "-DTT_SKV_PAGE_SHIFT=0");
+    static const int32_t bad[4] = {24, -16, 1 << 21, 3};
+    for (int i = 0; i < 4; i++) {
+        v.page_size = bad[i];
+        tt__cubin *cb = NULL;
+        ASSERT_EQ(tt__jit_compile(NULL, &v, &cb, err, sizeof err), TT_ERR_INVAL);
+        ASSERT_CONTAINS(err, "is not 0 (contiguous) or a power of two");
+        ASSERT(cb == NULL);
+    }
+    v.page_size = 16;
     v.config.family = TT_FAMILY_MMA;
+    tt__cubin *cb = NULL;
     ASSERT_EQ(tt__jit_compile(NULL, &v, &cb, err, sizeof err), TT_ERR_INVAL);
     ASSERT_CONTAINS(err, "only family splitkv");
     ASSERT(cb == NULL);
     /* the dense families' flags do not change */
-    v.paged = 0;
+    v.page_size = 0;
     ASSERT(tt__jit_macros(&v, a, sizeof a) > 0);
     ASSERT(strstr(a, "TT_SKV_PAGED") == NULL);
 }

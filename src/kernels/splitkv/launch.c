@@ -207,10 +207,17 @@ typedef struct plan {
 static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t rows_max, int64_t total_k,
                     plan *pl, char *err, size_t errlen) {
     memset(pl, 0, sizeof *pl);
-    /* a program without the call's copy path would read the wrong memory */
-    if ((p->block_table != NULL) != (k->variant.paged != 0))
-        return tt__fail(TT_ERR_INVAL, err, errlen, "the splitkv program for a %s KV cache got a %s one",
-                        k->variant.paged ? "paged" : "contiguous", p->block_table ? "paged" : "contiguous");
+    /* a program without the call's copy path, or for pages of another
+     * size, would read the wrong memory */
+    const int32_t want = p->block_table ? (int32_t)1 << p->page_shift : 0;
+    if (k->variant.page_size != want) {
+        if (!want || !k->variant.page_size)
+            return tt__fail(TT_ERR_INVAL, err, errlen, "the splitkv program for a %s KV cache got a %s one",
+                            k->variant.page_size ? "paged" : "contiguous", want ? "paged" : "contiguous");
+        return tt__fail(TT_ERR_INVAL, err, errlen,
+                        "the splitkv program for pages of %d tokens got a cache of pages of %d",
+                        (int)k->variant.page_size, (int)want);
+    }
     pl->p = *p;
     pl->k = k;
     const tt_config *c = &k->variant.config;
@@ -447,11 +454,11 @@ int tt__splitkv_run(const tt__splitkv_target *t, const tt_config *cfg, void *ws,
                         "config family %d: the KV-cache and varlen entry points run family splitkv only",
                         (int)cfg->family);
     const tt__kernel *k;
-    /* the program with the call's copy path: a paged cache's, or a
-     * contiguous one's (splitkv/mainloop.cuh, TT_SKV_PAGED) */
-    const int32_t paged = t->params.block_table != NULL;
+    /* the program with the call's copy path: a paged cache's of its page
+     * size, or a contiguous one's (splitkv/mainloop.cuh, TT_SKV_PAGED) */
+    const int32_t page_size = t->params.block_table ? (int32_t)1 << t->params.page_shift : 0;
     if ((rc = tt__kernel_for_config(t->ctx, &t->limits, cfg, t->key.head_dim, t->key.dtype, t->key.causal,
-                                    paged, &k, err, errlen)) < 0)
+                                    page_size, &k, err, errlen)) < 0)
         return rc;
     plan pl;
     if ((rc = plan_for(k, &t->params, t->rows_max, t->total_k, &pl, err, errlen)) < 0) return rc;

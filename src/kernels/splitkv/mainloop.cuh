@@ -16,8 +16,9 @@
  *   merges them; with one split it writes O and LSE itself.
  * - Paged KV (block table, power-of-two pages), per-sequence KV lengths,
  *   variable-length packed batches (cumulative lengths): runtime addressing,
- *   uniform per CTA. Paged or contiguous is compiled in (TT_SKV_PAGED):
- *   each program holds one copy path.
+ *   uniform per CTA. Paged or contiguous, and a paged cache's page size,
+ *   are compiled in (TT_SKV_PAGED, TT_SKV_PAGE_SHIFT): each program holds
+ *   one copy path.
  *
  * The family's device file (TT_MAINLOOP under sdpa.cu), over its own
  * contract splitkv/params.h rather than skeleton.cuh: its CTA is one KV
@@ -69,6 +70,18 @@
  * call's cache (splitkv/launch.c). */
 #if !defined(TT_SKV_PAGED) || (TT_SKV_PAGED != 0 && TT_SKV_PAGED != 1)
 #error "TT_SKV_PAGED must be 0 (contiguous KV) or 1 (paged KV)"
+#endif
+/* A paged program reads pages of one size, 2^TT_SKV_PAGE_SHIFT tokens:
+ * the copy takes one of three page lookups by the page's passes (below),
+ * and with the size a run-time value all three were compiled in, 87-107 KB
+ * of code against the contiguous program's 58-60 (the instruction fetch
+ * that cost the one program for both kinds of cache, above). The launch
+ * picks the program by the call's page size. */
+#if TT_SKV_PAGED && (!defined(TT_SKV_PAGE_SHIFT) || TT_SKV_PAGE_SHIFT < 0 || TT_SKV_PAGE_SHIFT > 20)
+#error "TT_SKV_PAGE_SHIFT must be log2 of the paged program's page size, 0..20"
+#endif
+#if !TT_SKV_PAGED && defined(TT_SKV_PAGE_SHIFT)
+#error "TT_SKV_PAGE_SHIFT is a paged program's (TT_SKV_PAGED 1)"
 #endif
 
 typedef unsigned int u32;
@@ -567,7 +580,12 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
         vb += un.b * p.v_batch_stride + (i64)sq.koff * p.v_row_stride;
     }
     const int *table = paged ? p.block_table + un.b * p.table_stride : 0;
-    const int pmask = (1 << p.page_shift) - 1;
+#if TT_SKV_PAGED
+    constexpr int PSHIFT = TT_SKV_PAGE_SHIFT;
+#else
+    constexpr int PSHIFT = 0;
+#endif
+    constexpr int PAGE = 1 << PSHIFT, pmask = PAGE - 1;
     const int Lk = sq.Lk;
     /* Tile j of keys into ring slot `slot`: each thread copies one chunk
      * column of every RSTEP-th row. The main loop's copy is unrolled whole
@@ -646,16 +664,16 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
          * lookup's round trip per page that way (pages of 16: 1.09x the
          * contiguous cache at B1 32k on the 16x64 tile, against 1.05x with
          * lookups in flight together, below). */
-        if ((1 << p.page_shift) >= 4 * RSTEP) {
-            const int ipp_mask = (1 << p.page_shift) / RSTEP - 1;
-            int pg_next = n_first < Lk ? table[n_first >> p.page_shift] : 0;
+        if constexpr (PAGE >= 4 * RSTEP) {
+            constexpr int ipp_mask = PAGE / RSTEP - 1;
+            int pg_next = n_first < Lk ? table[n_first >> PSHIFT] : 0;
             const u16 *kr = kb, *vr = vb;
             auto step = [&](int it, bool all) {
                 if ((it & ipp_mask) == 0) {
                     const int n = n_first + it * RSTEP;
                     const int pg = pg_next;
-                    const int nn = n + (1 << p.page_shift);
-                    pg_next = nn < Lk ? table[nn >> p.page_shift] : 0;
+                    const int nn = n + PAGE;
+                    pg_next = nn < Lk ? table[nn >> PSHIFT] : 0;
                     page_row(pg, n, kr, vr);
                 } else {
                     kr += ks;
@@ -673,7 +691,7 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
          * (16 tokens on the d128 4-warp tiles) take one lookup for both,
          * PB pages at a time (8 on 16-row tiles); not on warps of two m
          * tiles, whose 32x128 2-stage program spilled 92 bytes with it. */
-        if (MT == 1 && IT % 2 == 0 && (1 << p.page_shift) == 2 * RSTEP) {
+        if constexpr (MT == 1 && IT % 2 == 0 && PAGE == 2 * RSTEP) {
             constexpr int NP = IT / 2 > 0 ? IT / 2 : 1;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
             constexpr int PB = 1;
@@ -685,7 +703,7 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
 #pragma unroll
                 for (int u = 0; u < PB; ++u) {
                     const int n = n_first + (k0 + u) * 2 * RSTEP;
-                    pg[u] = n < Lk ? table[n >> p.page_shift] : 0;
+                    pg[u] = n < Lk ? table[n >> PSHIFT] : 0;
                 }
 #pragma unroll
                 for (int u = 0; u < PB; ++u) {
@@ -713,7 +731,7 @@ template <typename U> __device__ __forceinline__ void run_unit(const tt_splitkv_
 #pragma unroll
             for (int u = 0; u < PG; ++u) {
                 const int n = n_first + (i0 + u) * RSTEP;
-                pg[u] = n < Lk ? table[n >> p.page_shift] : 0;
+                pg[u] = n < Lk ? table[n >> PSHIFT] : 0;
             }
 #pragma unroll
             for (int u = 0; u < PG; ++u) {

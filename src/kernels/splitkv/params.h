@@ -63,7 +63,9 @@ typedef struct tt_splitkv_params {
     tt_skv_i64 table_stride;
     int batch, heads_q, heads_kv, group; /* group = heads_q / heads_kv */
     int seqlen_q, seqlen_k;  /* dense sizes (varlen: the maxima) */
-    int page_shift;          /* log2(page size) when paged */
+    int page_shift;          /* log2(page size) when paged; the program has it
+                                compiled in (TT_SKV_PAGE_SHIFT), the launch
+                                checks the two agree */
     int splits;              /* CTAs per (query block, kv head, batch) along keys */
     int tokens;              /* query tokens: batch * seqlen_q, or total_q */
     int qblocks;             /* query blocks of the longest sequence */
