@@ -8,8 +8,9 @@ merge's ordering, a copy's cache hints) shows it here.
 Inputs are seeded, so both processes see the same tensors. Cases cover
 decode at batch 1 (16 splits, the merge's every-lane path) and head_dim
 256 (the lane-per-split path), a speculative causal block, paged caches
-with shuffled pages and a varlen batch with empty and one-token
-sequences. Prints each case's largest difference; exits 1 on any."""
+of 1, 16, 64 and 256 tokens a page with shuffled pages and a varlen
+batch with empty and one-token sequences. Prints each case's largest
+difference; exits 1 on any."""
 
 import argparse
 import os
@@ -41,7 +42,7 @@ def cases():
         out.append((f"kvcache B{B} Lq{Lq} Lk{Lk} h{hq}/{hkv} d{d}{' causal' if causal else ''}",
                     lambda q=q, k=k, v=v, c=causal: tiletune.flash_attn_with_kvcache(q, k, v, causal=c,
                                                                                      return_softmax_lse=True)))
-    for page in (16, 256):
+    for page in (1, 16, 64, 256):
         B, Lk = 2, 8192
         kp, vp, table, _ = decode.paged(gen(B, Lk, decode.HKV, decode.D), gen(B, Lk, decode.HKV, decode.D), page)
         lens = torch.tensor([Lk, Lk - 777], dtype=torch.int32, device=DEV)

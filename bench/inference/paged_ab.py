@@ -3,7 +3,7 @@ in one process: the A/B of a change to the paged loads or of the decode
 default's tile.
 
     python3 bench/inference/paged_ab.py [--tiles 64:2:4 64:4:4 128:3:4]
-    python3 bench/inference/paged_ab.py --default [--rounds 15]
+    python3 bench/inference/paged_ab.py --default [--rounds 15] [--shapes 1:4096,1:32768]
 
 Per (batch, seqlen_k) of bench/inference/decode.py's paged shapes: the
 contiguous cache with the built-in default, then each tile (block_n:
@@ -35,9 +35,11 @@ def main():
     ap.add_argument("--pages", type=int, nargs="+", default=[16, 64, 256])
     ap.add_argument("--default", action="store_true", help="the default only, interleaved")
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--shapes", default="", help="--default's B:Lk,... (default: decode.PAGED_SHAPES)")
     a = ap.parse_args()
     if a.default:
-        for (B, Lk) in decode.PAGED_SHAPES:
+        shapes = [tuple(int(x) for x in s.split(":")) for s in a.shapes.split(",") if s] or decode.PAGED_SHAPES
+        for (B, Lk) in shapes:
             runs = decode.paged_runs(B, Lk, a.pages)
             per = decode.interleaved_times([(label, fns) for label, _, fns in runs], a.rounds)
             med = {k: statistics.median(v) for k, v in per.items()}

@@ -115,11 +115,13 @@ def rnd(*shape, dtype):
     return torch.randn(*shape, device=DEV, dtype=torch.float32).to(dtype)
 
 
+KVCACHE_HEADS = ((torch.bfloat16, 128, (8, 2)), (torch.bfloat16, 64, (4, 4)), (torch.float16, 128, (8, 2)),
+                 (torch.bfloat16, 256, (16, 2)), (torch.float16, 32, (8, 1)))
+
+
 def test_kvcache(paged_sizes=(0, 8, 16, 32, 64, 256)):
     torch.manual_seed(1)
-    for dtype, D, (Hq, Hkv) in ((torch.bfloat16, 128, (8, 2)), (torch.bfloat16, 64, (4, 4)),
-                                (torch.float16, 128, (8, 2)), (torch.bfloat16, 256, (16, 2)),
-                                (torch.float16, 32, (8, 1))):
+    for dtype, D, (Hq, Hkv) in KVCACHE_HEADS:
         if True:
             if True:
                 for Lq in (1, 4, 16):
@@ -748,25 +750,43 @@ def test_refusals():
     FAILS.extend(cases)
 
 
-def precompile():
+def precompile(pages=()):
     """Compile the variants the checks use on threads (ctypes drops the GIL,
-    NVRTC compiles in parallel) so the checks do not wait on them one by one."""
+    NVRTC compiles in parallel) so the checks do not wait on them one by one:
+    the contiguous cache's programs, and test_kvcache's paged ones for each
+    of `pages` (a program of its own a page size), the defaults among them
+    at its shapes (the paged default follows the page size and the rows)."""
     import concurrent.futures as cf
     jobs = []
     for dtype, D in ((torch.bfloat16, 128), (torch.bfloat16, 64), (torch.float16, 128), (torch.bfloat16, 256),
                      (torch.float16, 32)):
         for cfg in CONFIGS:
             for causal in ("none", "top_left", "bottom_right"):
-                jobs.append((dtype, D, cfg, causal))
+                jobs.append((dtype, D, 2, 1, cfg, causal, 0, 1))
+    for dtype, D, (Hq, Hkv) in KVCACHE_HEADS:
+        for page in pages:
+            for cfg in CONFIGS if page == 16 else CONFIGS[:2]:
+                for causal in ("none", "top_left", "bottom_right"):
+                    for Lq in (1, 4, 16) if cfg is None else (1,):
+                        jobs.append((dtype, D, Hq, Hkv, cfg, causal, page, Lq))
 
     def one(j):
-        dtype, D, cfg, causal = j
-        q = rnd(1, 1, 2, D, dtype=dtype)
-        k = rnd(1, 64, 1, D, dtype=dtype)
+        dtype, D, Hq, Hkv, cfg, causal, page, Lq = j
+        kw = {}
+        if page:
+            # test_kvcache's shape: 4 sequences of up to 1024 keys
+            npg = 1024 // page
+            q = rnd(4, Lq, Hq, D, dtype=dtype)
+            k = rnd(4 * npg, page, Hkv, D, dtype=dtype)
+            kw = {"block_table": torch.arange(4 * npg, dtype=torch.int32, device=DEV).view(4, npg),
+                  "cache_seqlens": torch.tensor([0, 1, 300, 1000], dtype=torch.int32, device=DEV)}
+        else:
+            q = rnd(1, 1, Hq, D, dtype=dtype)
+            k = rnd(1, 64, Hkv, D, dtype=dtype)
         try:
             tiletune.flash_attn_with_kvcache(q, k, k, causal=causal != "none",
                                              causal_align=causal if causal != "none" else "bottom_right",
-                                             config=cfg)
+                                             config=cfg, **kw)
         except Exception:  # noqa: BLE001
             pass
     with cf.ThreadPoolExecutor(16) as ex:
@@ -776,9 +796,10 @@ def precompile():
 
 if __name__ == "__main__":
     quick = os.environ.get("TT_QUICK", "0")
-    precompile()
+    pages = () if quick == "2" else (16,) if quick == "1" else (16, 64, 256)
+    precompile(pages)
     if quick != "2":
-        test_kvcache((0, 16) if quick == "1" else (0, 16, 64, 256))
+        test_kvcache((0,) + pages)
         test_pages_far_apart()
     test_varlen()
     test_varlen_long_sequences()
