@@ -758,8 +758,7 @@ def precompile(pages=()):
     at its shapes (the paged default follows the page size and the rows)."""
     import concurrent.futures as cf
     jobs = []
-    for dtype, D in ((torch.bfloat16, 128), (torch.bfloat16, 64), (torch.float16, 128), (torch.bfloat16, 256),
-                     (torch.float16, 32)):
+    for dtype, D, _ in KVCACHE_HEADS:
         for cfg in CONFIGS:
             for causal in ("none", "top_left", "bottom_right"):
                 jobs.append((dtype, D, 2, 1, cfg, causal, 0, 1))

@@ -919,8 +919,8 @@ static int d128_16x64_registers(int stages, int32_t causal, int32_t page, int *c
 /* The d128 16-row 2-stage tile (69,632 bytes) is built for the three CTAs
  * an SM its shared memory fits on sm_90: at most 168 registers a thread,
  * no spill (ptxas alone gave it 193, two an SM), in the programs for both
- * kinds of KV cache and each way of looking pages up. Its 3-stage form, two an SM by shared memory, is not
- * held to that. */
+ * kinds of KV cache and each way of looking pages up. Its 3-stage form,
+ * two an SM by shared memory, is not held to that. */
 TEST(d128_two_stage_tile_fits_three_ctas_an_sm) {
     int clean = 0;
     /* contiguous; pages of one row (a lookup a pass), 16 (two passes a

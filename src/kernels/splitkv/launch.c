@@ -202,6 +202,12 @@ typedef struct plan {
  * for 16 splits of 8 sequences x 8 KV heads. */
 #define TT_SPLITKV_PART_WAVES 8
 
+/* The page size the program for `p`'s cache is built for
+ * (tt__variant.page_size): its pages' tokens, 0 for a contiguous cache. */
+static int32_t program_page_size(const tt_splitkv_params *p) {
+    return p->block_table ? (int32_t)1 << p->page_shift : 0;
+}
+
 /* The split and the workspace of `p` (all else filled) with loaded `k`;
  * rows_max: packed rows of the longest sequence. */
 static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t rows_max, int64_t total_k,
@@ -209,7 +215,7 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
     memset(pl, 0, sizeof *pl);
     /* a program without the call's copy path, or for pages of another
      * size, would read the wrong memory */
-    const int32_t want = p->block_table ? (int32_t)1 << p->page_shift : 0;
+    const int32_t want = program_page_size(p);
     if (k->variant.page_size != want) {
         if (!want || !k->variant.page_size)
             return tt__fail(TT_ERR_INVAL, err, errlen, "the splitkv program for a %s KV cache got a %s one",
@@ -456,9 +462,8 @@ int tt__splitkv_run(const tt__splitkv_target *t, const tt_config *cfg, void *ws,
     const tt__kernel *k;
     /* the program with the call's copy path: a paged cache's of its page
      * size, or a contiguous one's (splitkv/mainloop.cuh, TT_SKV_PAGED) */
-    const int32_t page_size = t->params.block_table ? (int32_t)1 << t->params.page_shift : 0;
     if ((rc = tt__kernel_for_config(t->ctx, &t->limits, cfg, t->key.head_dim, t->key.dtype, t->key.causal,
-                                    page_size, &k, err, errlen)) < 0)
+                                    program_page_size(&t->params), &k, err, errlen)) < 0)
         return rc;
     plan pl;
     if ((rc = plan_for(k, &t->params, t->rows_max, t->total_k, &pl, err, errlen)) < 0) return rc;
