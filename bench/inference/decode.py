@@ -21,7 +21,8 @@ target tuned at batch 1 run at batch 64 and the other way round.
 
     python3 bench/inference/decode.py --out DIR [--quick]
 
-Writes DIR/inference.csv, DIR/inference.md, DIR/inference.svg (plot.py)
+Writes DIR/inference.csv, DIR/inference.md (ending with the run held
+against the inference targets, targets.py), DIR/inference.svg (plot.py)
 and DIR/configs.txt.
 """
 
@@ -44,6 +45,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 import tiletune  # noqa: E402
 
 import plot  # noqa: E402
+import targets  # noqa: E402
 
 DEV = torch.device("cuda:0")
 DT = torch.bfloat16
@@ -457,6 +459,12 @@ def main():
                              for c in cols) + "\n")
         for e in extra:
             f.write(f"{e[0]},{e[1]},,{e[2]},,,,,,{e[4]:.5f},,,,page={e[3]},\n")
+        # targets.py reads these too: each batch's own winner (tt_default)
+        # and the other batch's winner there (tt_best); the host time a
+        # call, in ms as every time here
+        for c in cross:
+            f.write(f"cross,{c[0]},1,8192,,,,{c[3]:.5f},,{c[4]:.5f},,,,,\n")
+        f.write(f"host,1,1,,,,,,,{host[0] * 1e-3:.6f},,,,,\n")
     with open(os.path.join(args.out, "inference.md"), "w") as f:
         f.write(f"# Inference shapes, {torch.cuda.get_device_name(0)}, {time.strftime('%Y-%m-%d')}\n\n")
         f.write(f"Hq {HQ}, Hkv {HKV}, d {D}, bf16; ms, median of CUDA-graph replays, L2 cold.\n\n")
@@ -477,6 +485,10 @@ def main():
         f.write(f"\n{kept_line}\n")
         f.write(f"\nhost time of tt_sdpa_fwd with a given config (ctypes baseline subtracted): "
                 f"{host[0]:.2f} us with a split, {host[1]:.2f} us without\n")
+        verdict = targets.markdown(targets.check(*targets.read(os.path.join(args.out, "inference.csv"))),
+                                   torch.cuda.get_device_name(0))
+        f.write("\n" + verdict)
+    print(verdict, end="", flush=True)
     with open(os.path.join(args.out, "sweep.csv"), "w") as f:
         f.write("kind,batch,Lq,Lk,config,ms\n")
         for r in sweep_rows:

@@ -29,7 +29,7 @@ BAR_H, GAP, ROW_PAD = 7, 1, 8  # px: one bar, between bars, between shapes
 LEFT, PANEL_W, TB_W, MID, TOP = 190, 440, 220, 50, 60
 
 
-def _num(text):
+def number(text):
     try:
         v = float(text)
     except (TypeError, ValueError):
@@ -48,7 +48,7 @@ def read_rows(path):
                 continue
             row = {"kind": r["kind"], "batch": int(r["batch"]), "Lq": int(r["Lq"]), "Lk": int(r["Lk"])}
             for col in ["torch_auto"] + [s[0] for s in SERIES] + [t[0] for t in TBPS]:
-                row[col] = _num(r.get(col))
+                row[col] = number(r.get(col))
             rows.append(row)
     return rows
 
