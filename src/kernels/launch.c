@@ -20,16 +20,21 @@
 
 static int limits_of_device(const tt__cuda *cu, CUdevice dev, tt__device_limits *out, char *err,
                             size_t errlen) {
-    int major = 0, minor = 0, smem = 0, sms = 0;
+    int major = 0, minor = 0, smem = 0, sms = 0, bus = 0;
     CUresult r;
     if ((r = cu->DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)) ||
         (r = cu->DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)) ||
         (r = cu->DeviceGetAttribute(&smem, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev)) ||
         (r = cu->DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)))
         return tt__cuda_fail(cu, r, "cuDeviceGetAttribute", err, errlen);
+    /* only a launch's run order reads it (splitkv): a driver that cannot
+     * say leaves it unknown rather than failing the device */
+    if (cu->DeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, dev) != CUDA_SUCCESS)
+        bus = 0;
     out->arch = major * 10 + minor;
     out->smem_optin = smem;
     out->sm_count = sms;
+    out->mem_bus_bits = bus;
     return 0;
 }
 

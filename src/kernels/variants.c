@@ -13,7 +13,7 @@
 
 int tt__device_limits_nominal(int32_t arch, tt__device_limits *out) {
     if (!out) return TT_ERR_INVAL;
-    tt__device_limits d = {arch, 0, 0};
+    tt__device_limits d = {.arch = arch};
     switch (arch) {
     /* clang-format off */
     case 80: d.smem_optin = 163 * 1024; d.sm_count = 108; break;

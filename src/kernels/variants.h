@@ -21,9 +21,12 @@
 #include "tiletune.h"
 
 typedef struct tt__device_limits {
-    int32_t arch;       /* compute capability major*10 + minor */
-    int32_t smem_optin; /* bytes of shared memory a CTA may opt in to */
-    int32_t sm_count;   /* 0 if unknown */
+    int32_t arch;         /* compute capability major*10 + minor */
+    int32_t smem_optin;   /* bytes of shared memory a CTA may opt in to */
+    int32_t sm_count;     /* 0 if unknown */
+    int32_t mem_bus_bits; /* the memory bus's width in bits (the H100 SXM's five
+                             HBM3 stacks 5120, the H200's six HBM3e 6144);
+                             0 if unknown */
 } tt__device_limits;
 
 /* The nominal limits of an arch (CUDA guide: sm_80 163 KB, sm_86/87/89

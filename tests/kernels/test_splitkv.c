@@ -968,6 +968,24 @@ TEST(split_target_is_not_compiled_in) {
     ASSERT_CONTAINS(a, "TT_SPLIT_CTAS=0");
 }
 
+/* Runs start scattered only on the memory bus they were measured faster
+ * on (the H200's six stacks); the H100's five and an unknown bus walk from
+ * the start, and the A/B switch overrides the device either way. */
+TEST(run_order_follows_the_memory_bus) {
+    tt__device_limits h200 = {90, 227 * 1024, 132, 6144}, h100 = {90, 227 * 1024, 132, 5120};
+    tt__device_limits unknown = {90, 227 * 1024, 132, 0};
+    ASSERT(tt__splitkv_rotates(&h200, -1) == 1);
+    ASSERT(tt__splitkv_rotates(&h100, -1) == 0);
+    ASSERT(tt__splitkv_rotates(&unknown, -1) == 0);
+    ASSERT(tt__splitkv_rotates(NULL, -1) == 0);
+    ASSERT(tt__splitkv_rotates(&h200, 0) == 0);
+    ASSERT(tt__splitkv_rotates(&h100, 1) == 1);
+    /* the nominal limits (no device) know no bus: no scattered starts */
+    tt__device_limits nominal;
+    ASSERT(tt__device_limits_nominal(90, &nominal) == 0);
+    ASSERT(nominal.mem_bus_bits == 0 && tt__splitkv_rotates(&nominal, -1) == 0);
+}
+
 /* A contiguous KV cache and each page size of a paged one are programs of
  * their own (their own cubins), the page size compiled in; only family
  * splitkv has paged programs, and a page size that is not a power of two

@@ -199,6 +199,11 @@ int tt__splitkv_varlen_tiles(const tt_config *c, int sm_count, int fit, int64_t 
     return (int)tps;
 }
 
+int tt__splitkv_rotates(const tt__device_limits *dev, int forced) {
+    if (forced >= 0) return forced != 0;
+    return dev && dev->mem_bus_bits == TT_SPLITKV_ROTATE_BUS_BITS;
+}
+
 int tt__splitkv_splits(const tt_config *c, int sm_count, int fit, int64_t ctas, int64_t max_tiles) {
     if (max_tiles <= 1 || sm_count <= 0 || ctas <= 0) return 1;
     const int64_t per_sm = split_per_sm(c, fit);

@@ -139,9 +139,10 @@ static int ws_get_locked(const tt__cuda *cu, CUcontext ctx, CUstream stream, siz
  *   fewer tiles than the ring holds, instead of the slots it fills (one
  *   wave where two were, as a 4k-key decode split 32 ways on 16x128 s3
  *   d128 tiles: 70 KB a CTA, not 200; neutral on the H200, docs/perf.md).
- * - TILETUNE_SPLITKV_ROTATE=0: each CTA of a contiguous cache walks its
- *   run of tiles from the first, where it would start 37c tiles in
- *   (params.h; at most two splits a unit).
+ * - TILETUNE_SPLITKV_ROTATE=0 or 1: each CTA of a contiguous cache walks
+ *   its run of tiles from the first (0), or starts 37c tiles in (1;
+ *   params.h; at most two splits a unit), whatever the device
+ *   (tt__splitkv_rotates decides where it is unset).
  * - TILETUNE_SPLITKV_CLASS_ROWS=R: a varlen batch's short class holds
  *   sequences of at most R packed rows (tt__splitkv_class_q); 0: one
  *   launch on one tile for all.
@@ -151,7 +152,7 @@ static int ws_get_locked(const tt__cuda *cu, CUcontext ctx, CUstream stream, siz
  * - TILETUNE_SPLITKV_LONG_PAGE=P: pages of at least P tokens keep a d128
  *   decode's 128-key tile (tt__splitkv_default_paged). */
 static pthread_once_t switches_once = PTHREAD_ONCE_INIT;
-static int fused_merge = 1, balance_grid = 0, varlen_device = 1, trim_smem = 1, rotate_runs = 1,
+static int fused_merge = 1, balance_grid = 0, varlen_device = 1, trim_smem = 1, rotate_runs = -1,
            part_plan = 1;
 static int64_t class_rows = TT_SPLITKV_CLASS_ROWS, long_page = TT_SPLITKV_LONG_PAGE;
 static int env_is(const char *name, const char *value) {
@@ -163,7 +164,9 @@ static void switches_read(void) {
     balance_grid = env_is("TILETUNE_SPLITKV_BALANCE", "1");
     varlen_device = !env_is("TILETUNE_SPLITKV_VARLEN", "host");
     trim_smem = !env_is("TILETUNE_SPLITKV_TRIM", "0");
-    rotate_runs = !env_is("TILETUNE_SPLITKV_ROTATE", "0");
+    rotate_runs = env_is("TILETUNE_SPLITKV_ROTATE", "0")   ? 0
+                  : env_is("TILETUNE_SPLITKV_ROTATE", "1") ? 1
+                                                           : -1;
     part_plan = !env_is("TILETUNE_SPLITKV_PART_PLAN", "0");
     const char *e = getenv("TILETUNE_SPLITKV_CLASS_ROWS");
     if (e && *e) class_rows = strtoll(e, NULL, 10);
@@ -310,11 +313,13 @@ static int plan_for(const tt__kernel *k, const tt_splitkv_params *p, int64_t row
         return tt__fail(TT_ERR_RANGE, err, errlen, "%lld query blocks x %d splits are over the grid's limit",
                         (long long)qblocks, splits);
     pl->p.splits = splits;
-    /* Runs of a whole unit or half of one (batch 8-64 x 8 KV heads on the
-     * H200) streamed 0.3-0.9% faster from scattered starts; batch 1's 16
-     * runs a unit (adjacent ranges of one cache) 0.2-0.8% slower. Paged
-     * caches are not runs of addresses. */
-    pl->p.rotate = rotate_runs && p->block_table == NULL && bal_ctas == 0 && splits <= 2;
+    /* Runs of a whole unit or half of one (batch 8-64 x 8 KV heads)
+     * stream faster from scattered starts on some memory systems
+     * (tt__splitkv_rotates); batch 1's 16 runs a unit (adjacent ranges of
+     * one cache) were 0.2-0.8% slower on every one. Paged caches are not
+     * runs of addresses. */
+    pl->p.rotate = tt__splitkv_rotates(&k->limits, rotate_runs) && p->block_table == NULL && bal_ctas == 0 &&
+                   splits <= 2;
     pl->smem = (unsigned)k->smem;
     if (trim_smem && bal_ctas == 0 && pl->p.split_slots == 0) {
         /* the most tiles any CTA's split takes: the host's fixed count, or

@@ -49,6 +49,16 @@ int64_t tt__splitkv_class_rows(void);
 /* long pages as the launch takes them: TT_SPLITKV_LONG_PAGE, or
  * $TILETUNE_SPLITKV_LONG_PAGE (launch.c's A/B switches). */
 int64_t tt__splitkv_long_page(void);
+
+/* Whether a contiguous cache's CTAs start their runs scattered (37c tiles
+ * in, mainloop.cuh) on this device: where runs of a whole unit or half of
+ * one stand a power of two apart, the H200 (a 6144-bit bus of six HBM3e
+ * stacks) streamed them 0.3-0.9% faster so, the H100 SXM (5120 bits, five
+ * HBM3 stacks) 0.4-2.3% slower (docs/perf.md). So only a bus this wide
+ * scatters them; `forced` 0 or 1 (launch.c's A/B switch) decides instead,
+ * -1 leaves it to the device. An unknown bus (0) walks from the start. */
+#define TT_SPLITKV_ROTATE_BUS_BITS 6144
+int tt__splitkv_rotates(const tt__device_limits *dev, int forced);
 /* The default for a paged cache of `page_size` tokens a page from the
  * contiguous one: a decode tile with at most 3 stages at d128 (2 at other
  * head dims), and 64 keys at head_dim >= 128 on pages shorter than
