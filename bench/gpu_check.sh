@@ -15,7 +15,7 @@
 #   STEPS=l2 bash bench/gpu_check.sh       # ncu: L2 sectors the decode kernel asks for, against cuDNN's
 #   STEPS=instep bash bench/gpu_check.sh   # decode after a 64 MB projection (code and weights cold)
 #   STEPS=trim bash bench/gpu_check.sh     # short splits' shared memory trimmed to their tiles, A/B
-#   STEPS=rotate bash bench/gpu_check.sh   # runs started 37c tiles in against from their first tile, A/B
+#   STEPS=rotate bash bench/gpu_check.sh   # runs from their first tile against started 37c tiles in, A/B
 #   STEPS=cross bash bench/gpu_check.sh    # decode keys tuned at batch 1 and 64, each winner at both
 #   STEPS=rows ROWS_KEYS=128:2:4096:8 ROWS_CONFIGS="block_m=16,..." bash bench/gpu_check.sh  # default rows
 #
@@ -145,8 +145,9 @@ if has balance; then
   say "balanced grid A/B"
 fi
 if has rotate; then
-  # each CTA of a contiguous cache starting its run 37c tiles in (the
-  # default) against from its first tile, TILETUNE_SPLITKV_ROTATE=0
+  # each CTA of a contiguous cache walking its run from its first tile
+  # (TILETUNE_SPLITKV_ROTATE=0; the H100's default) against starting it
+  # 37c tiles in (=1; the default on a 6144-bit bus, the H200's)
   # (ROT_SHAPES, ROT_CONFIGS, ROT_ROUNDS)
   switch_ab TILETUNE_SPLITKV_ROTATE rot rotate-ab.txt "${ROT_SHAPES:-}" "${ROT_CONFIGS:-default}" "${ROT_ROUNDS:-3}"
   say "run order A/B"
