@@ -88,26 +88,25 @@ def check(shapes, extra):
         v = r.get("tt_default", math.nan) / best
         out.append(_line("built-in default / tuned best", where, v, f"<= {DEFAULT_OVER:.2f}", v <= DEFAULT_OVER))
     contiguous = {(int(e["batch"]), int(e["Lk"])): e["tt_best"] for e in extra if e["kind"] == "contiguous"}
+    dense = next((e["tt_best"] for e in extra if e["kind"] == "varlen_dense_sum"), math.nan)
     for e in extra:
-        if e["kind"].startswith("paged"):
+        kind = e["kind"]
+        if kind.startswith("paged"):
             B, Lk = int(e["batch"]), int(e["Lk"])
             v = e["tt_best"] / contiguous.get((B, Lk), math.nan)
-            out.append(_line(f"paged (page {e['kind'][5:]}) / contiguous", f"B{B} Lk{Lk}", v,
+            out.append(_line(f"paged (page {kind[5:]}) / contiguous", f"B{B} Lk{Lk}", v,
                              f"<= {PAGED_OVER:.2f}", v <= PAGED_OVER))
-    dense = [e for e in extra if e["kind"] == "varlen_dense_sum"]
-    for e in extra:
-        if e["kind"] == "varlen" and dense:
-            v = e["tt_best"] / dense[0]["tt_best"]
+        elif kind == "varlen":
+            v = e["tt_best"] / dense
             out.append(_line("varlen batch / its sequences alone", f"{int(e['batch'])} sequences", v,
                              f"<= {VARLEN_OVER:.2f}", v <= VARLEN_OVER))
-    for e in extra:
-        if e["kind"] == "cross":
+        elif kind == "cross":
             # tt_default: the batch's own winner; tt_best: the winner of the
             # batch it was not tuned at (decode.py's cross lines)
             v = e["tt_best"] / e["tt_default"]
             out.append(_line("decode key tuned at another batch / own winner", f"B{int(e['batch'])} Lk{int(e['Lk'])}",
                              v, f"<= {CROSS_OVER:.2f}", v <= CROSS_OVER))
-        elif e["kind"] == "host":
+        elif kind == "host":
             v = e["tt_best"] * 1e3  # ms a call, as every time in the file
             out.append(_line("host: tt_sdpa_fwd with a config (µs)", "split launch", v, f"<= {HOST_US:.1f}",
                              v <= HOST_US, "{:.2f}"))
