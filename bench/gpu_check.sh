@@ -65,7 +65,8 @@ export PYTHONPATH=$root/python
 
 if has ctests; then
   for t in ${C_TESTS:-bottom_right_causal seqlen_q_differs_from_seqlen_k gqa_and_blhd_layout ws_strides_and_fallback \
-      reference_kernel_against_float64 device_limits_and_variants_api bad_pointers_on_a_gpu}; do
+      reference_kernel_against_float64 device_limits_and_variants_api variants_follow_the_gqa_group \
+      bad_pointers_on_a_gpu}; do
     # the first test compiles the programs the others share (NVRTC, a cold
     # kernel cache: ws programs take seconds each); CTest allows 1100 s
     TT_TEST_TIMEOUT=200 timeout 210 "$build/tests/gpu/test_sdpa_gpu" "$t" >>"$out/c-gpu.log" 2>&1

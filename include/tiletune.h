@@ -286,6 +286,13 @@ TT_EXPORT int tt_kernel_revision(char out[TT_ID_MAX]);
 TT_EXPORT int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap, size_t *count,
                                char *err, size_t errlen);
 
+/* The same for a key with its GQA group: the packed-row families' tiles
+ * follow seqlen_q x group (a decode token of group 4 is 4 rows), so this
+ * is the space the tuner measures for a GQA key. A group outside 0..256
+ * (0 reads as 1) is TT_ERR_RANGE, before the device is asked. */
+TT_EXPORT int tt_sdpa_variants_v2(const tt_key_v2 *key, int device, tt_config *out, size_t cap, size_t *count,
+                                  char *err, size_t errlen);
+
 /*
  * The config tt_sdpa_fwd runs for `key` on CUDA device `device` when
  * nothing is tuned for it: the device's own built-in default for the

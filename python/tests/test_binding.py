@@ -178,6 +178,12 @@ class Configs(unittest.TestCase):
                 tiletune.variants(64, "fp16", seqlen_q=128, device=dev)
             self.assertEqual(cm.exception.code, -8)
 
+    def test_variants_of_a_group_no_kernel_packs(self):
+        # the key's fault, said before any device is asked (GPU or none)
+        with self.assertRaises(ValueError) as cm:
+            tiletune.variants(128, "bf16", seqlen_q=1, seqlen_k=8192, group=257)
+        self.assertIn("group 257", str(cm.exception))
+
     def test_device_that_is_not_cuda(self):
         for dev in ("cpu", "cuda:x", "cuda:-1"):
             with self.assertRaises(ValueError):

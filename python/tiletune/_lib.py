@@ -134,6 +134,8 @@ def _declare(lib):
         "tt_sdpa_fwd": ([P(_Args)] + err_t, ctypes.c_int),
         "tt_sdpa_variants": ([P(_Key), ctypes.c_int, P(_Config), ctypes.c_size_t,
                               P(ctypes.c_size_t)] + err_t, ctypes.c_int),
+        "tt_sdpa_variants_v2": ([P(_KeyV2), ctypes.c_int, P(_Config), ctypes.c_size_t,
+                                 P(ctypes.c_size_t)] + err_t, ctypes.c_int),
         "tt_kernel_revision": ([ctypes.c_char_p], ctypes.c_int),
         "tt_config_default": ([P(_Key), P(_Config)], ctypes.c_int),
         "tt_sdpa_default_config": ([P(_Key), ctypes.c_int, P(_Config)] + err_t, ctypes.c_int),
@@ -325,21 +327,24 @@ def _config_struct(config, head_dim, dtype, causal, seqlen_q, seqlen_k):
     return _parse(config_text(config, head_dim, dtype, causal, seqlen_q, seqlen_k))
 
 
-def variants(head_dim, dtype, causal=False, seqlen_q=0, seqlen_k=None, device=None):
+def variants(head_dim, dtype, causal=False, seqlen_q=0, seqlen_k=None, device=None, group=1):
     """The variant space for a key on a CUDA device (default: torch's current
     one, else 0): every config the tuner measures, compiled (or taken from the
     cubin cache) and checked to fit the device without spills, as canonical
-    text. seqlen 0 = no seqlen pruning."""
+    text. seqlen 0 = no seqlen pruning. group: the query heads a K/V head
+    serves (heads_q / heads_kv); the packed-row tiles follow seqlen_q x group,
+    so a GQA key's space is its own."""
     device = _device_index(device)
     lib = _load()
-    key = _key(head_dim, dtype, causal, seqlen_q, seqlen_k)
+    key = _key(head_dim, dtype, causal, seqlen_q, seqlen_k, group=group)
+    fn = lib.tt_sdpa_variants_v2
     err = ctypes.create_string_buffer(1024)
     n = ctypes.c_size_t(0)
-    rc = lib.tt_sdpa_variants(ctypes.byref(key), device, None, 0, ctypes.byref(n), err, len(err))
+    rc = fn(ctypes.byref(key), device, None, 0, ctypes.byref(n), err, len(err))
     if rc < 0:
         _raise(rc, err, "variants")
     arr = (_Config * max(1, n.value))()
-    rc = lib.tt_sdpa_variants(ctypes.byref(key), device, arr, n.value, ctypes.byref(n), err, len(err))
+    rc = fn(ctypes.byref(key), device, arr, n.value, ctypes.byref(n), err, len(err))
     if rc < 0:
         _raise(rc, err, "variants")
     return [format_config(arr[i]) for i in range(n.value)]

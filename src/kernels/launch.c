@@ -650,13 +650,29 @@ static int limits_of(int device, tt__device_limits *lim, char *err, size_t errle
 
 int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap, size_t *count, char *err,
                      size_t errlen) {
+    if (!key) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
+    tt_key_v2 k2;
+    tt__key_from_v1(key, &k2);
+    return tt_sdpa_variants_v2(&k2, device, out, cap, count, err, errlen);
+}
+
+int tt_sdpa_variants_v2(const tt_key_v2 *key, int device, tt_config *out, size_t cap, size_t *count,
+                        char *err, size_t errlen) {
     if (!key || !count || (cap && !out)) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
+    /* the key's own faults before the device's: they hold on any machine */
+    if (key->group < 0 || key->group > TT_GROUP_MAX)
+        return tt__fail(TT_ERR_RANGE, err, errlen, "group %d out of range 0..%d", (int)key->group,
+                        TT_GROUP_MAX);
     tt__device_limits lim;
     int rc = limits_of(device, &lim, err, errlen);
     if (rc < 0) return rc;
+    tt_key k1;
+    tt__key_to_v1(key, &k1);
     tt__space_entry *e = NULL;
     size_t n = 0;
-    if ((rc = tt__space_enumerate(key, &lim, TT_SPACE_COMPILE, NULL, 0, &e, &n, err, errlen)) < 0) return rc;
+    if ((rc = tt__space_enumerate_group(&k1, key->group > 0 ? key->group : 1, &lim, TT_SPACE_COMPILE, NULL, 0,
+                                        &e, &n, err, errlen)) < 0)
+        return rc;
     for (size_t i = 0; i < n && i < cap; i++) out[i] = e[i].variant.config;
     free(e);
     *count = n;

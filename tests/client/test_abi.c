@@ -29,6 +29,9 @@ TEST(exports_only_the_public_api) {
                         "tt_sdpa_default_config_v2"};
     for (size_t i = 0; i < sizeof v2 / sizeof v2[0]; i++)
         if (!dlvsym(h, v2[i], "TILETUNE_0.2")) TT_FAIL_AT("%s is not exported as TILETUNE_0.2", v2[i]);
+    const char *v3[] = {"tt_sdpa_default_config_at", "tt_sdpa_variants_v2"};
+    for (size_t i = 0; i < sizeof v3 / sizeof v3[0]; i++)
+        if (!dlvsym(h, v3[i], "TILETUNE_0.3")) TT_FAIL_AT("%s is not exported as TILETUNE_0.3", v3[i]);
     const char *internal[] = {"tt__proto_parse", "tt__cache_get",      "tt__conn_open",
                               "tt__key_check",   "tt__lookup_default", "tt__client_set_backoff"};
     for (size_t i = 0; i < sizeof internal / sizeof internal[0]; i++)

@@ -521,6 +521,29 @@ TEST(device_limits_and_variants_api) {
     free(c);
 }
 
+/* A GQA key's space is its packed rows': 16 query tokens of group 4 are
+ * 64 rows a K/V head, so splitkv's tiles are 64 rows and one size down,
+ * where the same tokens of group 1 take the 16-row tile alone. */
+TEST(variants_follow_the_gqa_group) {
+    need_gpu();
+    char err[512];
+    int seen[2][129] = {{0}};
+    for (int gi = 0; gi < 2; gi++) {
+        tt_key_v2 k = {
+            .dtype = TT_DTYPE_BF16, .head_dim = 128, .seqlen_q = 16, .seqlen_k = 8192, .group = gi ? 4 : 1};
+        size_t n = 0, m = 0;
+        ASSERT_OK(tt_sdpa_variants_v2(&k, 0, NULL, 0, &n, err, sizeof err));
+        tt_config *c = calloc(n ? n : 1, sizeof *c);
+        ASSERT_OK(tt_sdpa_variants_v2(&k, 0, c, n, &m, err, sizeof err));
+        ASSERT_EQ(m, n);
+        for (size_t i = 0; i < n; i++)
+            if (c[i].family == TT_FAMILY_SPLITKV && c[i].block_m <= 128) seen[gi][c[i].block_m] = 1;
+        free(c);
+    }
+    ASSERT(seen[0][16] && !seen[0][32] && !seen[0][64]);
+    ASSERT(seen[1][64] && seen[1][32] && !seen[1][16] && !seen[1][128]);
+}
+
 TEST(bad_pointers_on_a_gpu) {
     need_gpu();
     problem p = {1, 2, 2, 64, 64, 64, TT_DTYPE_FP16, 0, 0, 0};

@@ -324,6 +324,12 @@ TEST(variants_and_device_without_a_gpu) {
     size_t n = 0;
     char err[512];
     ASSERT_EQ(tt_sdpa_variants(&key, 0, NULL, 0, &n, err, sizeof err), TT_ERR_NOGPU);
+    tt_key_v2 k2 = {.dtype = TT_DTYPE_BF16, .head_dim = 128, .seqlen_q = 1, .seqlen_k = 8192, .group = 4};
+    ASSERT_EQ(tt_sdpa_variants_v2(&k2, 0, NULL, 0, &n, err, sizeof err), TT_ERR_NOGPU);
+    /* a group no kernel packs is the key's fault, said on any machine */
+    k2.group = 257;
+    ASSERT_EQ(tt_sdpa_variants_v2(&k2, 0, NULL, 0, &n, err, sizeof err), TT_ERR_RANGE);
+    ASSERT_CONTAINS(err, "group 257");
     tt__device d;
     ASSERT_EQ(tt__device_open(0, &d, err, sizeof err), TT_ERR_NOGPU);
     ASSERT_CONTAINS(err, "libcuda.so.1");
