@@ -28,6 +28,7 @@ and DIR/configs.txt.
 
 import argparse
 import concurrent.futures as cf
+import functools
 import itertools
 import math
 import os
@@ -76,8 +77,15 @@ def sweep(Lq, Lk):
     perfect tune finds. A narrower hand-written sweep (the rows' own tile
     alone) missed the 32-row tile that runs 16 tokens of group 4 at batch 8
     fastest on the H100."""
-    return [c for c in tiletune.variants(D, DT, seqlen_q=Lq, seqlen_k=Lk, device=DEV, group=HQ // HKV)
-            if c.startswith("family=splitkv")]
+    return [c for c in space(Lq, Lk) if c.startswith("family=splitkv")]
+
+
+@functools.lru_cache(maxsize=None)
+def space(Lq, Lk):
+    """The tuner's space for the shape's key (tiletune.variants with the GQA
+    group, each variant compiled or found in the cubin cache): asked once a
+    key, for the sweep, the precompile and a chunk's dense candidates."""
+    return tuple(tiletune.variants(D, DT, causal=False, seqlen_q=Lq, seqlen_k=Lk, device=DEV, group=HQ // HKV))
 
 
 def few_splits(cfg):
@@ -215,11 +223,7 @@ def torch_fn(backend, q, k, v):
 def dense_candidates(Lq, Lk):
     """The dense families' variants (ws, wgmma) of a chunk key: the chunk
     regime's space holds them beside splitkv; run through tiletune.sdpa."""
-    out = []
-    for c in tiletune.variants(D, DT, causal=False, seqlen_q=Lq, seqlen_k=Lk, device=DEV, group=HQ // HKV):
-        if c.startswith(("family=ws", "family=wgmma")):
-            out.append(c)
-    return out
+    return [c for c in space(Lq, Lk) if c.startswith(("family=ws", "family=wgmma"))]
 
 
 def tt_dense_fn(cfg, q, k, v):

@@ -132,8 +132,6 @@ def _declare(lib):
     P = ctypes.POINTER
     sigs = {
         "tt_sdpa_fwd": ([P(_Args)] + err_t, ctypes.c_int),
-        "tt_sdpa_variants": ([P(_Key), ctypes.c_int, P(_Config), ctypes.c_size_t,
-                              P(ctypes.c_size_t)] + err_t, ctypes.c_int),
         "tt_sdpa_variants_v2": ([P(_KeyV2), ctypes.c_int, P(_Config), ctypes.c_size_t,
                                  P(ctypes.c_size_t)] + err_t, ctypes.c_int),
         "tt_kernel_revision": ([ctypes.c_char_p], ctypes.c_int),

@@ -648,6 +648,14 @@ static int limits_of(int device, tt__device_limits *lim, char *err, size_t errle
     return tt__context_for(cu, device, &ctx, lim, err, errlen);
 }
 
+/* A v2 key's group: 0 (read as 1) to TT_GROUP_MAX. */
+static int check_group(const tt_key_v2 *key, char *err, size_t errlen) {
+    if (key->group < 0 || key->group > TT_GROUP_MAX)
+        return tt__fail(TT_ERR_RANGE, err, errlen, "group %d out of range 0..%d", (int)key->group,
+                        TT_GROUP_MAX);
+    return 0;
+}
+
 int tt_sdpa_variants(const tt_key *key, int device, tt_config *out, size_t cap, size_t *count, char *err,
                      size_t errlen) {
     if (!key) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
@@ -660,12 +668,10 @@ int tt_sdpa_variants_v2(const tt_key_v2 *key, int device, tt_config *out, size_t
                         char *err, size_t errlen) {
     if (!key || !count || (cap && !out)) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
     /* the key's own faults before the device's: they hold on any machine */
-    if (key->group < 0 || key->group > TT_GROUP_MAX)
-        return tt__fail(TT_ERR_RANGE, err, errlen, "group %d out of range 0..%d", (int)key->group,
-                        TT_GROUP_MAX);
-    tt__device_limits lim;
-    int rc = limits_of(device, &lim, err, errlen);
+    int rc = check_group(key, err, errlen);
     if (rc < 0) return rc;
+    tt__device_limits lim;
+    if ((rc = limits_of(device, &lim, err, errlen)) < 0) return rc;
     tt_key k1;
     tt__key_to_v1(key, &k1);
     tt__space_entry *e = NULL;
@@ -693,9 +699,8 @@ int tt_sdpa_default_config_v2(const tt_key_v2 *key, int device, tt_config *out, 
 int tt_sdpa_default_config_at(const tt_key_v2 *key, int device, int64_t batch, int64_t heads_q,
                               tt_config *out, char *err, size_t errlen) {
     if (!key || !out) return tt__fail(TT_ERR_INVAL, err, errlen, "missing argument");
-    if (key->group < 0 || key->group > TT_GROUP_MAX)
-        return tt__fail(TT_ERR_RANGE, err, errlen, "group %d out of range 0..%d", (int)key->group,
-                        TT_GROUP_MAX);
+    int rc = check_group(key, err, errlen);
+    if (rc < 0) return rc;
     if (!tt__head_dim_supported(key->head_dim))
         return tt__fail(TT_ERR_UNSUPPORTED, err, errlen, "unsupported head_dim %d", (int)key->head_dim);
     if (!tt__dtype_name(key->dtype))
@@ -704,7 +709,6 @@ int tt_sdpa_default_config_at(const tt_key_v2 *key, int device, int64_t batch, i
         return tt__fail(TT_ERR_INVAL, err, errlen, "batch %lld and heads_q %lld must be >= 0 (0: unknown)",
                         (long long)batch, (long long)heads_q);
     tt__device_limits lim;
-    int rc = limits_of(device, &lim, err, errlen);
-    if (rc < 0) return rc;
+    if ((rc = limits_of(device, &lim, err, errlen)) < 0) return rc;
     return tt__sdpa_device_default_at(key, &lim, batch, heads_q, out, err, errlen);
 }
