@@ -676,8 +676,8 @@ int tt_sdpa_variants_v2(const tt_key_v2 *key, int device, tt_config *out, size_t
     tt__key_to_v1(key, &k1);
     tt__space_entry *e = NULL;
     size_t n = 0;
-    if ((rc = tt__space_enumerate_group(&k1, key->group > 0 ? key->group : 1, &lim, TT_SPACE_COMPILE, NULL, 0,
-                                        &e, &n, err, errlen)) < 0)
+    if ((rc = tt__space_enumerate_group(&k1, key->group, &lim, TT_SPACE_COMPILE, NULL, 0, &e, &n, err,
+                                        errlen)) < 0)
         return rc;
     for (size_t i = 0; i < n && i < cap; i++) out[i] = e[i].variant.config;
     free(e);
