@@ -500,8 +500,9 @@ def main():
             f.write(f'{r[0]},{r[1]},{r[2]},{r[3]},"{r[4]}",{r[5]:.5f}\n')
     with open(os.path.join(args.out, "configs.txt"), "w") as f:
         f.write("\n".join(cfglog) + "\n")
+    name = torch.cuda.get_device_name(0)
     plot.write(os.path.join(args.out, "inference.csv"), os.path.join(args.out, "inference.svg"),
-               f"Inference shapes, {torch.cuda.get_device_name(0)}, {time.strftime('%Y-%m-%d')}")
+               f"Inference shapes, {name}, {time.strftime('%Y-%m-%d')}", plot.hbm_peak(name))
     print(f"done in {time.time() - t_start:.0f} s", flush=True)
 
 

@@ -2,13 +2,15 @@
 """The inference run's plot, as SVG, from its CSV (bench/inference/decode.py
 writes both; this also redraws a stored run):
 
-    python3 bench/inference/plot.py inference.csv inference.svg
+    python3 bench/inference/plot.py inference.csv inference.svg [title] [--hbm TBPS]
 
 Left panel: each shape's speed against torch auto (torch auto's time / the
 run's; right of the 1x line is faster than what PyTorch runs by default),
 for torch flash, cuDNN, the built-in default and the tuned best, on a log
 scale (speculative decode spans 0.3x to 9x). Right panel: the KV cache
-read a second by torch auto and the tuned best, against the HBM peak.
+read a second by torch auto and the tuned best, against the card's HBM
+peak where it is known (a dashed line; decode.py passes its device's,
+--hbm TBPS on a redraw).
 
 Plain SVG written here: the plot needs no plotting library, so CI (and any
 machine without matplotlib) draws it too."""
@@ -21,7 +23,10 @@ from xml.sax.saxutils import escape
 SERIES = [("torch_flash", "torch flash", "#9e9e9e"), ("torch_cudnn", "cuDNN", "#5b8ff9"),
           ("tt_default", "tiletune default", "#f6bd16"), ("tt_best", "tiletune tuned", "#e8684a")]
 TBPS = [("torch_auto_TBps", "torch auto", "#5ad8a6"), ("tt_best_TBps", "tiletune tuned", "#e8684a")]
-HBM_TBPS = 4.8  # the H200's HBM3e peak: what the KV rate is read against
+# HBM peaks (TB/s, the vendor's figures) by the name torch gives the card:
+# what the KV rate is read against. A card not here is drawn without one.
+HBM_PEAK_TBPS = [("H200", 4.8), ("H100 NVL", 3.9), ("H100 PCIe", 2.0), ("H100", 3.35)]
+TB_AXIS_MIN = 5  # TB/s: the rate panel spans at least this, more for a faster card
 # speedups drawn between these (log scale); a value outside is clamped to
 # the edge with its label still exact
 X_MIN, X_MAX = 0.25, 16.0
@@ -64,8 +69,19 @@ def _x(v):
     return LEFT + PANEL_W * math.log(v / X_MIN) / math.log(X_MAX / X_MIN)
 
 
-def svg(rows, title):
-    """The plot of `rows` (read_rows) as SVG text."""
+def hbm_peak(device_name):
+    """The card's HBM peak in TB/s, or None for a card the table lacks."""
+    for name, tbps in HBM_PEAK_TBPS:
+        if name in device_name:
+            return tbps
+    return None
+
+
+def svg(rows, title, hbm_tbps=None):
+    """The plot of `rows` (read_rows) as SVG text, the KV rates against
+    `hbm_tbps` (None: no peak line)."""
+    rates = [row[col] for row in rows for col, _, _ in TBPS if row[col] == row[col]]
+    tb_max = max([TB_AXIS_MIN, math.ceil(hbm_tbps or 0)] + [math.ceil(v) for v in rates])
     per_row = len(SERIES) * (BAR_H + GAP) + ROW_PAD
     height = TOP + per_row * len(rows) + 40
     tb_left = LEFT + PANEL_W + MID
@@ -75,20 +91,22 @@ def svg(rows, title):
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="{LEFT}" y="16" font-size="13">{escape(title)}</text>',
            f'<text x="{LEFT}" y="32">torch auto time / this run\'s (log scale; right of 1x is faster)</text>',
-           f'<text x="{tb_left}" y="32">KV read, TB/s (HBM peak {HBM_TBPS})</text>']
+           f'<text x="{tb_left}" y="32">KV read, TB/s'
+           f'{f" (HBM peak {hbm_tbps:g})" if hbm_tbps else ""}</text>']
     bottom = TOP + per_row * len(rows)
     for tick in (0.25, 0.5, 1, 2, 4, 8, 16):
         x = _x(tick)
         out.append(f'<line x1="{x:.1f}" y1="{TOP - 4}" x2="{x:.1f}" y2="{bottom}" '
                    f'stroke="{"#333" if tick == 1 else "#ddd"}" stroke-width="{1.5 if tick == 1 else 1}"/>')
         out.append(f'<text x="{x:.1f}" y="{bottom + 12}" text-anchor="middle">{tick:g}x</text>')
-    for tick in range(0, 6):
-        x = tb_left + TB_W * tick / 5.0
+    for tick in range(0, tb_max + 1):
+        x = tb_left + TB_W * tick / tb_max
         out.append(f'<line x1="{x:.1f}" y1="{TOP - 4}" x2="{x:.1f}" y2="{bottom}" stroke="#ddd"/>')
         out.append(f'<text x="{x:.1f}" y="{bottom + 12}" text-anchor="middle">{tick}</text>')
-    xp = tb_left + TB_W * HBM_TBPS / 5.0
-    out.append(f'<line x1="{xp:.1f}" y1="{TOP - 4}" x2="{xp:.1f}" y2="{bottom}" stroke="#333" '
-               f'stroke-dasharray="3,2"/>')
+    if hbm_tbps:
+        xp = tb_left + TB_W * hbm_tbps / tb_max
+        out.append(f'<line class="peak" x1="{xp:.1f}" y1="{TOP - 4}" x2="{xp:.1f}" y2="{bottom}" stroke="#333" '
+                   f'stroke-dasharray="3,2"/>')
     for i, row in enumerate(rows):
         y0 = TOP + i * per_row
         label = f'{row["kind"]} B{row["batch"]} Lq{row["Lq"]} Lk{row["Lk"]}'
@@ -111,7 +129,7 @@ def svg(rows, title):
             if v != v:
                 continue
             y = y0 + j * (BAR_H + GAP)
-            w = TB_W * min(v, 5.0) / 5.0
+            w = TB_W * v / tb_max
             out.append(f'<rect class="tbps" data-series="{col}" data-value="{v:.4f}" x="{tb_left}" y="{y}" '
                        f'width="{w:.1f}" height="{BAR_H}" fill="{colour}"/>')
             out.append(f'<text x="{tb_left + w + 3:.1f}" y="{y + BAR_H - 1}" font-size="8">{v:.2f}</text>')
@@ -129,19 +147,30 @@ def svg(rows, title):
     return "\n".join(out) + "\n"
 
 
-def write(csv_path, svg_path, title="Inference shapes"):
+def write(csv_path, svg_path, title="Inference shapes", hbm_tbps=None):
     rows = read_rows(csv_path)
     with open(svg_path, "w") as f:
-        f.write(svg(rows, title))
+        f.write(svg(rows, title, hbm_tbps))
     return len(rows)
 
 
 def main(argv):
-    if len(argv) not in (3, 4):
-        print("usage: plot.py inference.csv out.svg [title]", file=sys.stderr)
+    args, hbm = list(argv[1:]), None
+    if "--hbm" in args:
+        i = args.index("--hbm")
+        try:
+            hbm = float(args[i + 1])
+        except (IndexError, ValueError):
+            hbm = -1.0
+        del args[i:i + 2]
+        if not hbm > 0:
+            print("plot.py: --hbm takes the card's HBM peak in TB/s, a positive number", file=sys.stderr)
+            return 2
+    if len(args) not in (2, 3):
+        print("usage: plot.py inference.csv out.svg [title] [--hbm TBPS]", file=sys.stderr)
         return 2
-    n = write(argv[1], argv[2], *(argv[3:]))
-    print(f"{argv[2]}: {n} shapes")
+    n = write(args[0], args[1], *(args[2:]), hbm_tbps=hbm)
+    print(f"{args[1]}: {n} shapes")
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """CPU test of bench/inference/plot.py: the inference run's SVG drawn from
 a CSV laid out as decode.py writes it (shape rows, then the paged and
-varlen lines), with a run that failed (an empty cell)."""
+varlen lines), with a run that failed (an empty cell); the KV-rate panel
+against the card's HBM peak."""
 import os
 import sys
 import tempfile
@@ -61,6 +62,31 @@ def main():
         widths = {(e.get("data-series"), float(e.get("data-value"))): float(e.get("width")) for e in tb}
         check(abs(widths.get(("tt_best_TBps", 2.8), 0) - 2 * widths.get(("torch_auto_TBps", 1.4), 0)) < 0.2,
               "the KV-rate panel is linear: 2.8 TB/s is twice 1.4's bar")
+        check(not [e for e in root.iter(NS + "line") if e.get("class") == "peak"],
+              "a card of unknown peak is drawn without a peak line")
+
+        plot.write(src, dst, "test run", hbm_tbps=3.35)
+        root = ET.parse(dst).getroot()
+        peak = [e for e in root.iter(NS + "line") if e.get("class") == "peak"]
+        left = plot.LEFT + plot.PANEL_W + plot.MID
+        check(len(peak) == 1 and abs(float(peak[0].get("x1")) - (left + plot.TB_W * 3.35 / 6)) < 0.1,
+              "the H100's 3.35 TB/s peak is drawn where 3.35 lies on the axis the 5.6 TB/s row widened to 6")
+
+        # a faster card's rate is drawn to its length, the axis widened to hold it
+        with open(src, "w") as f:
+            f.write(CSV.replace(",1.4,1.4,2.8,", ",1.4,1.4,7.2,"))
+        plot.write(src, dst, "test run", hbm_tbps=8.0)
+        root = ET.parse(dst).getroot()
+        tb = {e.get("data-series") + "@" + e.get("data-value"): float(e.get("width")) for e in bars(root, "tbps")}
+        w72 = tb.get("tt_best_TBps@7.2000", 0)
+        check(abs(w72 - plot.TB_W * 7.2 / 8) < 0.2, f"7.2 TB/s on an 8 TB/s card is not clamped ({w72:.1f} px)")
+
+    check(plot.hbm_peak("NVIDIA H200") == 4.8 and plot.hbm_peak("NVIDIA H100 80GB HBM3") == 3.35,
+          "the two Hopper cards the targets are measured on have their peaks")
+    check(plot.hbm_peak("NVIDIA H100 NVL") == 3.9 and plot.hbm_peak("NVIDIA H100 PCIe") == 2.0,
+          "the NVL and PCIe H100s are not read as the SXM part")
+    check(plot.hbm_peak("NVIDIA A100-SXM4-80GB") is None, "a card not in the table has no peak")
+    check(plot.main(["plot.py", "a.csv", "b.svg", "--hbm", "fast"]) == 2, "--hbm that is not a number is refused")
     return result()
 
 
