@@ -271,5 +271,56 @@ class LookupWithDaemon(unittest.TestCase):
         self.assertIn("OK", r.stdout)
 
 
+class InferenceInputChecks(unittest.TestCase):
+    """check_inputs's checks of a KV cache's and a packed batch's
+    device-side lengths and pages, on the lists the call copies them to."""
+
+    def kv(self, lens, table=None, capacity=256, page=64, pages=8):
+        from tiletune import inference
+        inference._check_kvcache_lists(lens, capacity, table, page, pages)
+
+    def varlen(self, cu_q, cu_k, total_q=10, total_k=20, max_q=8, max_k=16):
+        from tiletune import inference
+        inference._check_varlen_lists(cu_q, cu_k, total_q, total_k, max_q, max_k)
+
+    def test_a_cache_within_its_pages_passes(self):
+        # out of order, a page shared, an empty sequence, a full one
+        self.kv([130, 0, 256], [[7, 2, 5, -1], [-9, -9, -9, -9], [0, 1, 2, 3]])
+        self.kv(None, [[3, 2, 1, 0]])
+        self.kv([5, 256], None)
+
+    def test_a_length_past_the_cache_is_named(self):
+        with self.assertRaisesRegex(ValueError, r"cache_seqlens\[1\] = 257: not within 0..256"):
+            self.kv([10, 257])
+        with self.assertRaisesRegex(ValueError, r"cache_seqlens\[0\] = -1"):
+            self.kv([-1, 3])
+
+    def test_a_page_past_k_cache_is_named_where_it_is_read(self):
+        with self.assertRaisesRegex(ValueError, r"block_table\[0\]\[2\] = 8: not a page of k_cache \(0..7\); "
+                                    r"sequence 0's 129 tokens read its first 3 entries"):
+            self.kv([129], [[1, 2, 8, 0]])
+        with self.assertRaisesRegex(ValueError, r"block_table\[1\]\[0\] = -1"):
+            self.kv(None, [[0, 1, 2, 3], [-1, 4, 5, 6]])
+        # the entry after a sequence's last page is not read
+        self.kv([128], [[1, 2, 8, 99]])
+
+    def test_a_packed_batch_within_its_maxima_passes(self):
+        self.varlen([0, 0, 8, 10], [0, 16, 16, 20])
+
+    def test_cumulative_lengths_that_break_the_layout_are_named(self):
+        with self.assertRaisesRegex(ValueError, r"cu_seqlens_q\[0\] = 1: the first sequence starts at row 0"):
+            self.varlen([1, 8, 10], [0, 16, 20])
+        with self.assertRaisesRegex(ValueError, r"cu_seqlens_k decreases at 2: 15 after 16"):
+            self.varlen([0, 8, 10], [0, 16, 15])
+        with self.assertRaisesRegex(ValueError, r"cu_seqlens_q\[2\] = 11: past q's 10 rows"):
+            self.varlen([0, 3, 11], [0, 16, 20])
+
+    def test_a_sequence_longer_than_its_max_seqlen_is_named(self):
+        with self.assertRaisesRegex(ValueError, r"sequence 1 has 9 rows of q .*more than max_seqlen_q = 8"):
+            self.varlen([0, 1, 10], [0, 16, 20])
+        with self.assertRaisesRegex(ValueError, r"sequence 0 has 17 rows of k .*more than max_seqlen_k = 16"):
+            self.varlen([0, 8, 10], [0, 17, 20])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

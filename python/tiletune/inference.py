@@ -13,14 +13,27 @@ rather than ignored. Both run family splitkv (libtiletune's
 tt_sdpa_fwd_kvcache / tt_sdpa_fwd_varlen) on torch's current stream; a
 contiguous cache of one length for all (cache_seqlens None or an int) runs
 where tiletune.sdpa would, a dense family for a long chunk.
+
+The lengths and page numbers on the device (cache_seqlens, block_table,
+cu_seqlens_*) are read there and trusted, as flash-attn does: lengths are
+clamped to the host's maxima, so a bad one never reads past the cache,
+but it gives a wrong row, and a page number past k_cache is read where it
+points. check_inputs=True (or TILETUNE_CHECK_INPUTS=1 in the environment)
+checks them on the host first and raises ValueError naming the first bad
+entry: it copies them to the host, a synchronization, for tests and
+staging rather than a serving loop, and not under CUDA graph capture.
 """
 
 import ctypes
 import math
+import os
 
 from ._lib import _Config, _load, _raise, _parse, TT_DTYPE_FP16, TT_DTYPE_BF16
 
 __all__ = ["flash_attn_with_kvcache", "flash_attn_varlen_func"]
+
+# check_inputs=None follows the environment, read once at import
+_CHECK_ENV = os.environ.get("TILETUNE_CHECK_INPUTS", "") not in ("", "0")
 
 _i64 = ctypes.c_int64
 
@@ -105,6 +118,56 @@ def _scale(softmax_scale):
     return s if s != 0.0 else 1e-30
 
 
+def _check_kvcache_lists(lens, capacity, table=None, page_size=0, num_pages=0):
+    """A KV cache's per-sequence lengths and page numbers, as lists: lens
+    (cache_seqlens, or None: every sequence holds `capacity` tokens) and
+    table (block_table's rows, or None: contiguous). ValueError names the
+    first entry the kernel would read wrong; pages past a sequence's last
+    are not read, so they may hold anything (vLLM pads with them)."""
+    if lens is not None:
+        for b, n in enumerate(lens):
+            if not 0 <= n <= capacity:
+                raise ValueError(f"cache_seqlens[{b}] = {n}: not within 0..{capacity}, the tokens the cache holds")
+    for b, row in enumerate(table or ()):
+        n = capacity if lens is None else lens[b]
+        used = -(-n // page_size)
+        for i, pg in enumerate(row[:used]):
+            if not 0 <= pg < num_pages:
+                raise ValueError(f"block_table[{b}][{i}] = {pg}: not a page of k_cache (0..{num_pages - 1}); "
+                                 f"sequence {b}'s {n} tokens read its first {used} entries")
+
+
+def _check_varlen_lists(cu_q, cu_k, total_q, total_k, max_q, max_k):
+    """A packed batch's cumulative lengths, as lists: each from 0,
+    nondecreasing, within its tensor's rows, no sequence longer than its
+    max_seqlen (the kernel sizes its grid by it and clamps longer ones).
+    ValueError names the first bad entry."""
+    for side, cu, total, most in (("q", cu_q, total_q, max_q), ("k", cu_k, total_k, max_k)):
+        name = f"cu_seqlens_{side}"
+        if cu[0] != 0:
+            raise ValueError(f"{name}[0] = {cu[0]}: the first sequence starts at row 0")
+        for b in range(len(cu) - 1):
+            n = cu[b + 1] - cu[b]
+            if n < 0:
+                raise ValueError(f"{name} decreases at {b + 1}: {cu[b + 1]} after {cu[b]}")
+            if n > most:
+                raise ValueError(f"sequence {b} has {n} rows of {side} ({name}[{b + 1}] - {name}[{b}]), "
+                                 f"more than max_seqlen_{side} = {most}")
+        if cu[-1] > total:
+            raise ValueError(f"{name}[{len(cu) - 1}] = {cu[-1]}: past {side}'s {total} rows")
+
+
+def _checking(check_inputs):
+    """Whether this call checks its device-side inputs on the host."""
+    import torch
+    on = _CHECK_ENV if check_inputs is None else bool(check_inputs)
+    if on and torch.cuda.is_current_stream_capturing():
+        if check_inputs:
+            raise ValueError("check_inputs copies lengths and pages to the host: not under CUDA graph capture")
+        return False  # the environment's setting gives way to a capture
+    return on
+
+
 def _config(config):
     if config is None:
         return None
@@ -135,7 +198,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None,
                             block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1),
                             softcap=0.0, rotary_interleaved=True, alibi_slopes=None, num_splits=0,
-                            return_softmax_lse=False, config=None, causal_align="bottom_right"):
+                            return_softmax_lse=False, config=None, causal_align="bottom_right",
+                            check_inputs=None):
     """flash_attn.flash_attn_with_kvcache, forward only, reading the cache.
 
     q [batch, seqlen_q, heads_q, d]; k_cache / v_cache [batch, seqlen_cache,
@@ -144,8 +208,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     cache_seqlens: None, an int, or int32 [batch]. d in 32, 64, 128, 256.
     causal aligns bottom-right as flash-attn does; causal_align="top_left"
     gives PyTorch's is_causal instead. config: tiletune config text or dict
-    (family splitkv); None = tuned or built-in. Returns out (and the
-    log-sum-exp [batch, heads_q, seqlen_q] with return_softmax_lse)."""
+    (family splitkv); None = tuned or built-in. check_inputs: check
+    cache_seqlens and block_table on the host first (module docstring).
+    Returns out (and the log-sum-exp [batch, heads_q, seqlen_q] with
+    return_softmax_lse)."""
     import torch
     for name, value, default in (("k", k, None), ("v", v, None), ("rotary_cos", rotary_cos, None),
                                  ("rotary_sin", rotary_sin, None), ("cache_batch_idx", cache_batch_idx, None),
@@ -181,6 +247,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if k_cache.shape[0] != B:
             raise ValueError(f"k_cache batch {k_cache.shape[0]} != q batch {B} (cache_batch_idx is not supported)")
         Lk = k_cache.shape[1]
+    if isinstance(cache_seqlens, int) and not 0 <= cache_seqlens <= Lk:
+        raise ValueError(f"cache_seqlens = {cache_seqlens}: not within 0..{Lk}, the tokens the cache holds")
     if isinstance(cache_seqlens, int) and block_table is None and 0 < cache_seqlens <= Lk:
         # one length for all: the cache's first rows, a dense problem that
         # libtiletune may run on a dense family (a long chunk)
@@ -193,6 +261,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             raise ValueError("cache_seqlens must be int32 [batch]")
         a.cache_seqlens = cache_seqlens.data_ptr()
         keep.append(cache_seqlens)
+    if _checking(check_inputs):
+        _check_kvcache_lists(None if cache_seqlens is None else cache_seqlens.tolist(), Lk,
+                            None if block_table is None else block_table.tolist(), a.page_size, a.num_pages)
     out = torch.empty_like(q)
     lse = torch.empty((B, Hq, Lq), dtype=torch.float32, device=dev)
     if B == 0 or Lq == 0:
@@ -213,14 +284,15 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                            alibi_slopes=None, deterministic=False, return_attn_probs=False, block_table=None,
-                           config=None, causal_align="bottom_right"):
+                           config=None, causal_align="bottom_right", check_inputs=None):
     """flash_attn.flash_attn_varlen_func, forward only.
 
     q [total_q, heads_q, d], k / v [total_k, heads_kv, d]; cu_seqlens_q /
     cu_seqlens_k int32 [batch + 1] (sequence b is rows cu[b] .. cu[b+1]);
     max_seqlen_q / max_seqlen_k bound every sequence. Sequences may be
     empty. causal is bottom-right per sequence (causal_align="top_left":
-    PyTorch's). return_attn_probs: (out, softmax_lse [heads_q, total_q], None)."""
+    PyTorch's). return_attn_probs: (out, softmax_lse [heads_q, total_q], None).
+    check_inputs: check cu_seqlens_* on the host first (module docstring)."""
     import torch
     _refuse("dropout_p", dropout_p, 0.0)
     _refuse("softcap", softcap, 0.0)
@@ -242,6 +314,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     Tk, Hkv = k.shape[0], k.shape[1]
     if k.shape[2] != D:
         raise ValueError("head_dim of q and k differ")
+    if _checking(check_inputs):
+        _check_varlen_lists(cu_q.tolist(), cu_k.tolist(), Tq, Tk, int(max_seqlen_q), int(max_seqlen_k))
     out = torch.empty_like(q)
     lse = torch.empty((Hq, Tq), dtype=torch.float32, device=dev)
     if Tq > 0 and Tk == 0:

@@ -4,7 +4,8 @@ a contiguous KV cache with per-sequence lengths, a paged cache (pages 8,
 over a page's rows; the page table shuffled; pages over 4 GB apart), variable-length
 packed batches, GQA, causal none / top-left / bottom-right, empty and
 one-token sequences, split and unsplit launches, runs of key tiles
-started mid-run, the dense tt_sdpa_fwd route, a CUDA graph capture, and layouts the kernel refuses; then all of
+started mid-run, the dense tt_sdpa_fwd route, a CUDA graph capture, layouts the kernel refuses and
+bad lengths and pages check_inputs names; then all of
 it again in a second process with the balanced grid on
 (TILETUNE_SPLITKV_BALANCE=1: one wave of CTAs over the (sequence, KV head)
 units laid end to end). Outputs are poisoned
@@ -750,6 +751,68 @@ def test_refusals():
     FAILS.extend(cases)
 
 
+def test_input_checks():
+    """check_inputs: device-side lengths and pages checked on the host, a
+    clear ValueError for a bad one, the same output for good ones, refused
+    under graph capture; an int cache_seqlens past the cache always."""
+    dtype = torch.bfloat16
+    B, page, npg = 2, 64, 4
+    q = rnd(B, 1, 8, 128, dtype=dtype)
+    kp = rnd(B * npg, page, 2, 128, dtype=dtype)
+    table = torch.tensor([[5, 2, 7, 0], [1, 3, 4, 6]], dtype=torch.int32, device=DEV)
+    lens = torch.tensor([130, 256], dtype=torch.int32, device=DEV)
+    cases = []
+
+    def refused(what, want, fn):
+        try:
+            fn()
+            cases.append(f"{what} accepted")
+        except ValueError as e:
+            if want not in str(e):
+                cases.append(f"{what}: unclear {e}")
+
+    plain = tiletune.flash_attn_with_kvcache(q, kp, kp, cache_seqlens=lens, block_table=table)
+    checked = tiletune.flash_attn_with_kvcache(q, kp, kp, cache_seqlens=lens, block_table=table, check_inputs=True)
+    if not torch.allclose(plain.float(), checked.float(), atol=2e-2, rtol=0):
+        cases.append("check_inputs changed the output of a good call")
+    bad = table.clone()
+    bad[1, 2] = B * npg
+    refused("a page past k_cache", "block_table[1][2] = 8",
+            lambda: tiletune.flash_attn_with_kvcache(q, kp, kp, cache_seqlens=lens, block_table=bad,
+                                                     check_inputs=True))
+    refused("a length past the pages", "cache_seqlens[0] = 257",
+            lambda: tiletune.flash_attn_with_kvcache(q, kp, kp, block_table=table, check_inputs=True,
+                                                     cache_seqlens=torch.tensor([257, 1], dtype=torch.int32,
+                                                                                device=DEV)))
+    kc = rnd(B, 256, 2, 128, dtype=dtype)
+    refused("an int cache_seqlens past the cache", "cache_seqlens = 300",
+            lambda: tiletune.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=300))
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    tiletune.flash_attn_with_kvcache(q, kp, kp, cache_seqlens=lens, block_table=table)  # sizes the workspace
+    try:
+        with torch.cuda.graph(g, stream=s):
+            tiletune.flash_attn_with_kvcache(q, kp, kp, cache_seqlens=lens, block_table=table, check_inputs=True)
+        cases.append("check_inputs accepted under graph capture")
+    except ValueError as e:
+        if "graph capture" not in str(e):
+            cases.append(f"check_inputs under capture: unclear {e}")
+    except Exception as e:  # noqa: BLE001
+        cases.append(f"check_inputs under capture: {type(e).__name__} {e}")
+    torch.cuda.synchronize()
+
+    lq, lk = [3, 0, 5], [40, 7, 0]
+    cu_q, cu_k, qv, kv, vv = packed_batch(lq, lk, 8, 2, 128, dtype, 0)
+    plain = tiletune.flash_attn_varlen_func(qv, kv, vv, cu_q, cu_k, 5, 40)
+    checked = tiletune.flash_attn_varlen_func(qv, kv, vv, cu_q, cu_k, 5, 40, check_inputs=True)
+    if not torch.allclose(plain.float(), checked.float(), atol=2e-2, rtol=0):
+        cases.append("check_inputs changed the output of a good varlen call")
+    refused("a sequence past max_seqlen_k", "more than max_seqlen_k = 39",
+            lambda: tiletune.flash_attn_varlen_func(qv, kv, vv, cu_q, cu_k, 5, 39, check_inputs=True))
+    CHECKS[0] += 1
+    FAILS.extend(cases)
+
+
 def precompile(pages=()):
     """Compile the variants the checks use on threads (ctypes drops the GIL,
     NVRTC compiles in parallel) so the checks do not wait on them one by one:
@@ -811,6 +874,7 @@ if __name__ == "__main__":
     if quick != "2":
         test_graph_capture()
         test_refusals()
+        test_input_checks()
     if not os.environ.get("TT_BALANCED_CHILD"):
         # the balanced grid's child runs the whole set but no child of its own
         child_run("balanced grid", {"TILETUNE_SPLITKV_BALANCE": "1", "TT_BALANCED_CHILD": "1"}, lines=42)
