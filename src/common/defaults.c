@@ -239,6 +239,19 @@ static const struct splitkv_row splitkv_sm90_short_keys[] = {
 static const struct splitkv_row splitkv_sm90_few_units = {16, 128, 16, 64, 4, 3, 1, 1};
 #define FEW_UNITS_ROWS_MAX 4
 #define FEW_UNITS_KEYS_MIN 1024
+/* sm_90 speculative decode of 17-32 packed rows at d128 (8 tokens of
+ * group 4, 4 of group 8) over more than 1024 keys, from a quarter to half
+ * a wave of units: the 16-row tile, two query blocks a unit, so the CTAs
+ * fill the wave without a split's merge (the second block reads its K/V
+ * from L2). At 64 units (batch 8 x 8 K/V heads), 8 tokens of group 4: on
+ * the H100 over 4k keys the inference grid's winner, where the 32x64 row
+ * ran 1.21x (and 4 tokens of group 8 over 4k, 32 units, 1.23x: not
+ * covered, its winner the 8-warp tile with the 4-warp one at 1.09x); on
+ * the H200 over 8k keys the best of the bench's sweep, the 32x64 row
+ * 1.087x (docs/perf.md, the inference grid on the H100). With fewer
+ * units the splits fill the wave and the 32-row tiles win (1.004-1.04x
+ * against the 16-row tile's 1.02-1.21x, 8-16 units, 16k-128k keys). */
+static const struct splitkv_row splitkv_sm90_spec_units = {32, 128, 16, 128, 4, 3, 1, 0};
 
 static const struct splitkv_row splitkv_sm90_wide[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
@@ -501,8 +514,14 @@ int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int64_t seqlen
 int tt__config_default_splitkv_units(int32_t arch, int64_t packed_rows, int64_t seqlen_k, int32_t head_dim,
                                      int64_t units, int sm_count, int paged, tt_config *out) {
     if (!out) return TT_ERR_INVAL;
-    if (arch != 90 || sm_count <= 0 || units <= 0 || packed_rows < 1 || packed_rows > 16)
+    if (arch != 90 || sm_count <= 0 || units <= 0 || packed_rows < 1 || packed_rows > 32)
         return TT_ERR_UNSUPPORTED;
+    if (packed_rows > 16) {
+        if (head_dim != 128 || paged || seqlen_k <= SHORT_KEYS_MAX || 4 * units <= sm_count ||
+            2 * units > sm_count)
+            return TT_ERR_UNSUPPORTED;
+        return splitkv_row(&splitkv_sm90_spec_units, 1, packed_rows, head_dim, out);
+    }
     if (units <= sm_count) {
         /* d128, one token of group 4 (4 packed rows), a quarter wave of
          * units or less, 1024 keys or more but few a split (a split a CTA

@@ -683,7 +683,7 @@ TEST(decode_over_few_keys) {
     ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_m == 16 && c.block_n == 128 && c.warps == 8);
     c = default_at(90, 64, 4, 1024, 8, 1, 32);
     ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_m == 16 && c.block_n == 128 && c.warps == 8);
-    c = default_at(90, 128, 8, 4096, 4, 8, 32);
+    c = default_at(90, 128, 8, 4096, 4, 1, 32); /* past the few keys (batch 8: by units, below) */
     ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_m == 32);
     c = default_at(80, 128, 8, 1024, 4, 8, 32); /* sm_90's rows only */
     ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_m == 32);
@@ -783,9 +783,30 @@ TEST(decode_default_follows_the_units) {
     IS(default_at(90, 128, 16, 4096, 1, 5, 32), 64, 2); /* 160 units */
     IS(default_at(90, 128, 8, 4096, 1, 1, 32), 128, 3);
     IS(default_at(90, 64, 2, 4096, 8, 1, 32), 128, 3);
-    /* the 32-row class and other archs keep their rows */
-    tt_config c = default_at(90, 128, 8, 4096, 4, 66, 32);
+    /* the 32-row class at d128 over more than 1024 keys, a quarter to
+     * half a wave of units (34-66 on 132 SMs): the 16-row 128-key tile,
+     * two query blocks a unit; elsewhere its row by packed rows */
+#define SPEC_HALF_WAVE(c)                                                                                  \
+    ASSERT((c).family == TT_FAMILY_SPLITKV && (c).block_m == 16 && (c).block_n == 128 && (c).warps == 4 && \
+           (c).stages == 3 && (c).q_in_regs == 1 && (c).split_ctas == 0)
+    SPEC_HALF_WAVE(default_at(90, 128, 8, 4096, 4, 8, 32));   /* 8 tokens of group 4, 64 units */
+    SPEC_HALF_WAVE(default_at(90, 128, 4, 32768, 8, 16, 32)); /* 4 of group 8, 64 units */
+    SPEC_HALF_WAVE(default_at(90, 128, 8, 8192, 4, 5, 32));   /* 40 units */
+    SPEC_HALF_WAVE(default_at(90, 128, 8, 1025, 4, 8, 32));
+    tt_config c = default_at(90, 128, 8, 4096, 4, 66, 32); /* 528 units */
     ASSERT_EQ(c.block_m, 32);
+    ASSERT_EQ(default_at(90, 128, 8, 4096, 4, 4, 32).block_m, 32);  /* 32 units: a quarter wave or less */
+    ASSERT_EQ(default_at(90, 128, 8, 4096, 4, 9, 32).block_m, 32);  /* 72: past half a wave */
+    ASSERT_EQ(default_at(90, 128, 4, 4096, 8, 8, 32).block_m, 32);  /* 4 of group 8 at batch 8: 32 units */
+    ASSERT_EQ(default_at(90, 128, 8, 1024, 4, 8, 32).warps, 8);     /* 1024 keys: the short cache's row */
+    ASSERT_EQ(default_at(90, 64, 8, 4096, 4, 8, 32).block_m, 32);   /* d64: not timed apart, its row */
+    ASSERT_EQ(default_at(90, 128, 16, 4096, 4, 8, 32).block_m, 64); /* 64 packed rows keep theirs */
+    ASSERT_OK(tt__splitkv_default(32, 4096, 128, NULL, 64, 0, &c));
+    SPEC_HALF_WAVE(c);
+    ASSERT_OK(tt__splitkv_default(32, 4096, 128, NULL, 64, 1, &c)); /* paged: not timed, the row */
+    ASSERT_EQ(c.block_m, 32);
+#undef SPEC_HALF_WAVE
+    /* other archs keep their rows */
     c = default_at(80, 128, 1, 4096, 4, 66, 32);
     ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_n == 64 && c.stages == 2 && c.split_ctas == 2);
     /* the KV-cache and varlen default: units are batch x K/V heads */
