@@ -175,11 +175,27 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 [ "$cancelled" = 1 ] || fail "scancel left the daemon's job running: $(tiletune jobs --all 2>&1)"
+# Task 2: its watch killed before the task's shell hears of it (scancel
+# signals every process of a task, in no set order): the shell, woken by
+# the watch's death, still cancels the tuning job.
+running=0
+for _ in $(seq 1 300); do
+    tiletune jobs --json 2>/dev/null | tr -d ' \n' | grep -q '"job":2,"state":"running"' && { running=1; break; }
+    sleep 0.1
+done
+[ "$running" = 1 ] || fail "task 2 never started tuning: $(tiletune jobs --all 2>&1)"
+pkill -TERM -f "tiletune watch 2\$" || fail "no watch of task 2 to kill"
+cancelled=0
+for _ in $(seq 1 100); do
+    tiletune jobs --all --json 2>/dev/null | tr -d ' \n' | grep -q '"job":2,"state":"cancelled"' && { cancelled=1; break; }
+    sleep 0.1
+done
+[ "$cancelled" = 1 ] || fail "a task whose watch died left the daemon's job running: $(tiletune jobs --all 2>&1)"
 wait_slurm "$array" "$merge"
-[ "$(job_state "$merge")" = FAILED ] || fail "merge after a cancelled task ended $(job_state "$merge")"
-[ -e "$tmp/run2/table.json" ] && fail "a merge with a missing shard wrote table.json"
-grep -q "shards 1 of 2 are missing" "$tmp/run2"/tiletune-merge-*.out || fail "the merge did not name the missing shard"
-echo "ok   a cancelled task: its tuning job cancelled, the merge ran and refused"
+[ "$(job_state "$merge")" = FAILED ] || fail "merge after cancelled tasks ended $(job_state "$merge")"
+[ -e "$tmp/run2/table.json" ] && fail "a merge with missing shards wrote table.json"
+grep -q "shards 1 2 of 2 are missing" "$tmp/run2"/tiletune-merge-*.out || fail "the merge did not name the missing shards"
+echo "ok   cancelled tasks (scancel; a watch killed first): their tuning jobs cancelled, the merge ran and refused"
 
 # ---- 3. a damaged shard ---------------------------------------------------------------
 mkdir -p "$tmp/run3/99" && cd "$tmp/run3" || exit 1
