@@ -162,35 +162,25 @@ mkdir -p "$tmp/run2" && cd "$tmp/run2" || exit 1
 out=$(TILETUNE_OUT="$tmp/run2" "$contrib/submit.sh" 2) || fail "submit.sh: $out"
 array=$(echo "$out" | sed -n 's/^shards: job array \([0-9]*\).*/\1/p')
 merge=$(echo "$out" | sed -n 's/.*merge: job \([0-9]*\).*/\1/p')
-running=0
-for _ in $(seq 1 150); do
-    tiletune jobs --json 2>/dev/null | tr -d ' \n' | grep -q '"state":"running"' && { running=1; break; }
-    sleep 0.1
-done
-[ "$running" = 1 ] || fail "task 1 never started tuning: $(tiletune jobs --all 2>&1)"
+# job_reaches J STATE TENTHS: the daemon's tuning job J is in STATE within
+# TENTHS tenths of a second
+job_reaches() {
+    for _ in $(seq 1 "$3"); do
+        tiletune jobs --all --json 2>/dev/null | tr -d ' \n' | grep -q "\"job\":$1,\"state\":\"$2\"" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+job_reaches 1 running 150 || fail "task 1 never started tuning: $(tiletune jobs --all 2>&1)"
 scancel "${array}_1"
-cancelled=0
-for _ in $(seq 1 100); do
-    tiletune jobs --all --json 2>/dev/null | tr -d ' \n' | grep -q '"job":1,"state":"cancelled"' && { cancelled=1; break; }
-    sleep 0.1
-done
-[ "$cancelled" = 1 ] || fail "scancel left the daemon's job running: $(tiletune jobs --all 2>&1)"
+job_reaches 1 cancelled 100 || fail "scancel left the daemon's job running: $(tiletune jobs --all 2>&1)"
 # Task 2: its watch killed before the task's shell hears of it (scancel
 # signals every process of a task, in no set order): the shell, woken by
 # the watch's death, still cancels the tuning job.
-running=0
-for _ in $(seq 1 300); do
-    tiletune jobs --json 2>/dev/null | tr -d ' \n' | grep -q '"job":2,"state":"running"' && { running=1; break; }
-    sleep 0.1
-done
-[ "$running" = 1 ] || fail "task 2 never started tuning: $(tiletune jobs --all 2>&1)"
+job_reaches 2 running 300 || fail "task 2 never started tuning: $(tiletune jobs --all 2>&1)"
 pkill -TERM -f "tiletune watch 2\$" || fail "no watch of task 2 to kill"
-cancelled=0
-for _ in $(seq 1 100); do
-    tiletune jobs --all --json 2>/dev/null | tr -d ' \n' | grep -q '"job":2,"state":"cancelled"' && { cancelled=1; break; }
-    sleep 0.1
-done
-[ "$cancelled" = 1 ] || fail "a task whose watch died left the daemon's job running: $(tiletune jobs --all 2>&1)"
+job_reaches 2 cancelled 100 ||
+    fail "a task whose watch died left the daemon's job running: $(tiletune jobs --all 2>&1)"
 wait_slurm "$array" "$merge"
 [ "$(job_state "$merge")" = FAILED ] || fail "merge after cancelled tasks ended $(job_state "$merge")"
 [ -e "$tmp/run2/table.json" ] && fail "a merge with missing shards wrote table.json"
