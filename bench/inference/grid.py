@@ -22,7 +22,8 @@ key with (CUDA graphs over copies of the inputs, replayed interleaved,
 median): the ratio's source says which (`tune` or `bench`).
 
     bench/inference/grid.py --build BUILD --out OUT [--mode exhaustive|fast]
-        [--dtype bf16|fp16 [--seqlen LIST] [--seqlen-k LIST]] [--shard I/N] [--cap-s 420] [--bench-s 60]
+        [--dtype bf16|fp16 [--seqlen LIST] [--seqlen-k LIST] [--group LIST] [--hdim LIST]]
+        [--shard I/N] [--cap-s 420] [--bench-s 60]
     bench/inference/grid.py --analyse DB --defaults CSV --out OUT
 
 Writes OUT/grid-defaults.csv (a row a key of the job), OUT/grid-defaults.md
@@ -510,7 +511,7 @@ def write(rows, out, meta):
 # ---- main -------------------------------------------------------------------------
 
 def narrow(args):
-    return {"--seqlen": args.seqlen, "--seqlen-k": args.seqlen_k, "--hdim": args.hdim}
+    return {"--seqlen": args.seqlen, "--seqlen-k": args.seqlen_k, "--group": args.group, "--hdim": args.hdim}
 
 
 def tune_main(args):
@@ -584,6 +585,7 @@ def main():
     ap.add_argument("--shard", help="I/N: only shard I of N of the (narrowed) grid, dealt by work")
     ap.add_argument("--seqlen", help="with --dtype: these seqlen_q only (a comma list from the grid's)")
     ap.add_argument("--seqlen-k", help="with --dtype: these seqlen_k only (a comma list from the grid's)")
+    ap.add_argument("--group", help="with --dtype: these GQA groups only (a comma list from the grid's)")
     ap.add_argument("--hdim", help="with --dtype: these head dims only (a comma list from the grid's)")
     ap.add_argument("--cap-s", type=float, default=420, help="tuning wall time; the rest is cancelled")
     ap.add_argument("--bench-s", type=float, default=60,
@@ -595,8 +597,8 @@ def main():
     ap.add_argument("--job", type=int, help="with --analyse: the job (default: the newest)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    if (args.seqlen or args.seqlen_k or args.hdim) and not args.dtype:
-        ap.error("--seqlen, --seqlen-k and --hdim narrow the lists of one dtype: give --dtype")
+    if (args.seqlen or args.seqlen_k or args.group or args.hdim) and not args.dtype:
+        ap.error("--seqlen, --seqlen-k, --group and --hdim narrow the lists of one dtype: give --dtype")
     if args.analyse:
         analyse_main(args)
     elif args.build:

@@ -54,6 +54,7 @@ def run(tmp):
         sub_job, n_sub = grid.queue(d, "exhaustive", "bf16", None, {"--seqlen-k": "131072", "--seqlen": None})
         d64_job, n_d64 = grid.queue(d, "exhaustive", "bf16", None,
                                     {"--seqlen-k": "32768,131072", "--seqlen": "16,64,512", "--hdim": "64"})
+        spec_job, n_spec = grid.queue(d, "exhaustive", "bf16", None, {"--seqlen": "8,16", "--group": "4,8"})
     finally:
         d.stop()
     full, bf16, fp16 = set(job_keys(db, all_job)), set(job_keys(db, bf16_job)), set(job_keys(db, fp16_job))
@@ -68,6 +69,9 @@ def run(tmp):
     d64 = set(job_keys(db, d64_job))
     check(d64 == {k for k in bf16 if k[1] == 64 and k[3] in (16, 64, 512) and k[4] in (32768, 131072)}
           and n_d64 == len(d64) == 18, f"--hdim 64 with two seqlen lists narrows bf16 to 18 keys ({n_d64})")
+    spec = set(job_keys(db, spec_job))
+    check(spec == {k for k in bf16 if k[3] in (8, 16) and k[5] in (4, 8)} and n_spec == len(spec) == 40,
+          f"--group 4,8 with --seqlen 8,16 narrows bf16 to 40 keys ({n_spec})")
 
     defaults = grid.device_defaults(sorted(bf16), None)  # the portable table: no GPU here
     dpath = os.path.join(tmp, "defaults.csv")
