@@ -239,19 +239,47 @@ static const struct splitkv_row splitkv_sm90_short_keys[] = {
 static const struct splitkv_row splitkv_sm90_few_units = {16, 128, 16, 64, 4, 3, 1, 1};
 #define FEW_UNITS_ROWS_MAX 4
 #define FEW_UNITS_KEYS_MIN 1024
-/* sm_90 speculative decode of 17-32 packed rows at d128 (8 tokens of
- * group 4, 4 of group 8) over more than 1024 keys, from a quarter to half
- * a wave of units: the 16-row tile, two query blocks a unit, so the CTAs
- * fill the wave without a split's merge (the second block reads its K/V
- * from L2). At 64 units (batch 8 x 8 K/V heads), 8 tokens of group 4: on
- * the H100 over 4k keys the inference grid's winner, where the 32x64 row
- * ran 1.21x (and 4 tokens of group 8 over 4k, 32 units, 1.23x: not
- * covered, its winner the 8-warp tile with the 4-warp one at 1.09x); on
- * the H200 over 8k keys the best of the bench's sweep, the 32x64 row
- * 1.087x (docs/perf.md, the inference grid on the H100). With fewer
- * units the splits fill the wave and the 32-row tiles win (1.004-1.04x
- * against the 16-row tile's 1.02-1.21x, 8-16 units, 16k-128k keys). */
-static const struct splitkv_row splitkv_sm90_spec_units = {32, 128, 16, 128, 4, 3, 1, 0};
+/* sm_90 speculative decode (17-64 packed rows) of a contiguous cache by
+ * the call's (batch, K/V head) units: where the units fill less than half
+ * a wave (66 on 132 SMs), the tile a size down, two query blocks a unit,
+ * doubles the CTAs without a split's merge (the second block reads its
+ * K/V from L2). A row serves units in (sm/lo, sm/hi] over seqlen_k in
+ * (keys_min, keys_max]. Measured on the inference grid's keys at the
+ * tune's batches (docs/perf.md, the inference grid on the H100 and
+ * speculative rows by units):
+ * - d128, 32 rows (8 tokens of group 4, 4 of group 8), a quarter to half
+ *   a wave: 16x128 4 warps, the H100 grid's winner over 4k keys (the
+ *   32x64 row 1.21x) and the H200's over 8k (1.087x);
+ * - d128, 32 rows, an eighth to a quarter wave: the same tile with 8
+ *   warps, the H100's winner at 4 tokens of group 8 over 4k keys, 32
+ *   units (4 warps 1.084x, the row 1.232x), 1.037x over 16k (the row
+ *   1.043x);
+ * - d64, 32 rows, a sixteenth to half a wave: 16x128 with 8 warps and 4
+ *   stages (the short cache's row), within 1.045x of the H100's winners
+ *   at 8-64 units over 1k-32k keys (the 32x128 row up to 1.32x; 4 warps
+ *   won there, within 1.010x, but ran the H200's one-token decode 1.15-
+ *   1.2x its best where 8 warps held 1.09x);
+ * - d128, 64 rows (16 tokens of group 4, 8 of group 8), a quarter to half
+ *   a wave: 32x128, the H100's winner over 1k and 4k keys (the 64x64 row
+ *   1.227x over 4k; over 1k the dense wgmma row 1.184x), 1.08x the H200's
+ *   best over 8k (the row 1.04x); d64 over 1k keys 32x128 with 4 stages,
+ *   the H100's winner (wgmma 1.201x; on the H200 before the decode
+ *   kernel's rework the 32-row tile and wgmma were within 0.1%).
+ * With fewer units the splits fill the wave and the row by packed rows
+ * wins (the 32-row tiles 1.004-1.04x the best at 8-16 units over 16k-128k
+ * keys, the 16-row ones 1.02-1.21x); with more, the query blocks do. */
+static const struct spec_units_row {
+    int32_t rows_min, rows_max, head_dim, lo, hi;
+    int64_t keys_min, keys_max;
+    struct splitkv_row row;
+} splitkv_sm90_spec_units[] = {
+    /* rows_min, rows_max, d, lo, hi, keys_min, keys_max, {rows, d, bm, bn, w, st, q_in_regs, split_ctas} */
+    {17, 32, 128, 4, 2, SHORT_KEYS_MAX, TT_SEQLEN_MAX, {32, 128, 16, 128, 4, 3, 1, 0}},
+    {17, 32, 128, 8, 4, SHORT_KEYS_MAX, TT_SEQLEN_MAX, {32, 128, 16, 128, 8, 3, 1, 0}},
+    {17, 32, 64, 16, 2, SHORT_KEYS_MAX, TT_SEQLEN_MAX, {32, 64, 16, 128, 8, 4, 1, 0}},
+    {33, 64, 128, 4, 2, 0, TT_SEQLEN_MAX, {64, 128, 32, 128, 4, 3, 0, 0}},
+    {33, 64, 64, 4, 2, 0, SHORT_KEYS_MAX, {64, 64, 32, 128, 4, 4, 1, 0}},
+};
 
 static const struct splitkv_row splitkv_sm90_wide[] = {
     /* rows, d, bm, bn, w, st, q_in_regs, split_ctas */
@@ -300,9 +328,21 @@ static const struct short_row chunk_dense_sm90[] = {
  * over 16k keys (0.187 against 0.226 ms, bf16 and fp16 alike) and won over
  * 32k; 64x128 won over 4k keys. At 256 CTAs (batch 8) 64x64 stays the
  * winner over 1k, 4k and 16k keys (16k: 0.291 ms against 0.373 for
- * 64x192, which takes two waves). */
+ * 64x192, which takes two waves). d64 over more than 16k keys keeps
+ * splitkv's 128-row tile, each K/V read once a group (wgmma reads it once
+ * a query head): at 64 tokens of group 4 over 32k keys, batch 4 (128
+ * CTAs), wgmma 64x192 ran 1.165x splitkv 128x64 w4 s2 on the H100 grid and
+ * 1.05x the H200's winner (splitkv 128x64 w4 s3; s2 1.025x); over 16k keys
+ * at batch 8 64x192 won (splitkv 1.18x), d64 over 16k keys at one wave
+ * was not timed (the dense rows stay). */
 static const struct short_row chunk_one_wave_sm90[] = {
     /* seqlen_q_max, seqlen_k_max, family, {d, c, bm, bn, w, st, layout, q_in_regs} */
+    {64, 4096, TT_FAMILY_WGMMA, {64, 0, 64, 128, 4, 2, 1, 0}},
+    {64, 4096, TT_FAMILY_WGMMA, {64, 1, 64, 128, 4, 2, 1, 0}},
+    {64, 16384, TT_FAMILY_WGMMA, {64, 0, 64, 192, 4, 2, 1, 0}},
+    {64, 16384, TT_FAMILY_WGMMA, {64, 1, 64, 192, 4, 2, 1, 0}},
+    {64, TT_SEQLEN_MAX, TT_FAMILY_SPLITKV, {64, 0, 128, 64, 4, 2, 0, 1}},
+    {64, TT_SEQLEN_MAX, TT_FAMILY_SPLITKV, {64, 1, 128, 64, 4, 2, 0, 1}},
     {64, 4096, TT_FAMILY_WGMMA, {128, 0, 64, 128, 4, 2, 1, 0}},
     {64, 4096, TT_FAMILY_WGMMA, {128, 1, 64, 128, 4, 2, 1, 0}},
     {64, TT_SEQLEN_MAX, TT_FAMILY_WGMMA, {128, 0, 64, 192, 4, 2, 1, 0}},
@@ -514,13 +554,18 @@ int tt__config_default_splitkv(int32_t arch, int64_t packed_rows, int64_t seqlen
 int tt__config_default_splitkv_units(int32_t arch, int64_t packed_rows, int64_t seqlen_k, int32_t head_dim,
                                      int64_t units, int sm_count, int paged, tt_config *out) {
     if (!out) return TT_ERR_INVAL;
-    if (arch != 90 || sm_count <= 0 || units <= 0 || packed_rows < 1 || packed_rows > 32)
+    if (arch != 90 || sm_count <= 0 || units <= 0 || packed_rows < 1 || packed_rows > 64)
         return TT_ERR_UNSUPPORTED;
     if (packed_rows > 16) {
-        if (head_dim != 128 || paged || seqlen_k <= SHORT_KEYS_MAX || 4 * units <= sm_count ||
-            2 * units > sm_count)
-            return TT_ERR_UNSUPPORTED;
-        return splitkv_row(&splitkv_sm90_spec_units, 1, packed_rows, head_dim, out);
+        if (paged) return TT_ERR_UNSUPPORTED;
+        for (size_t i = 0; i < sizeof splitkv_sm90_spec_units / sizeof splitkv_sm90_spec_units[0]; i++) {
+            const struct spec_units_row *r = &splitkv_sm90_spec_units[i];
+            if (r->head_dim == head_dim && packed_rows >= r->rows_min && packed_rows <= r->rows_max &&
+                r->lo * units > sm_count && r->hi * units <= sm_count && seqlen_k > r->keys_min &&
+                seqlen_k <= r->keys_max)
+                return splitkv_row(&r->row, 1, packed_rows, head_dim, out);
+        }
+        return TT_ERR_UNSUPPORTED;
     }
     if (units <= sm_count) {
         /* d128, one token of group 4 (4 packed rows), a quarter wave of

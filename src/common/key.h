@@ -74,8 +74,9 @@ int tt__config_default_dense_filled(const tt_key_v2 *key, int32_t arch, int one_
  * `sm_count` SMs over `seqlen_k` keys, a paged cache or not, where the
  * units decide it: for the 16-row class (one query block), more than one
  * wave of one CTA an SM (defaults.c: splitkv_sm90_wide) or a quarter wave
- * or less over a short cache (splitkv_sm90_few_units); for the 32-row
- * class at d128, a quarter to half a wave (splitkv_sm90_spec_units). 0,
+ * or less over a short cache (splitkv_sm90_few_units); for 17-64 rows
+ * over a contiguous cache, fewer than half a wave (splitkv_sm90_spec_units:
+ * the tile a size down, two query blocks a unit). 0,
  * else TT_ERR_UNSUPPORTED (the row by packed rows stays). */
 int tt__config_default_splitkv_units(int32_t arch, int64_t packed_rows, int64_t seqlen_k, int32_t head_dim,
                                      int64_t units, int sm_count, int paged, tt_config *out);

@@ -555,7 +555,21 @@ int tt__sdpa_device_default_at(const tt_key_v2 *key, const tt__device_limits *li
      * split keys reach. On the H200's inference grid, 64-token chunks: 128
      * CTAs (batch 4 x 32 heads) ran wgmma 0.98-1.4x splitkv's time, 64 CTAs
      * 1.5-2.3x. No more CTAs than SMs: one wave even of a tile that takes a
-     * whole SM (defaults.c, chunk_one_wave_sm90). */
+     * whole SM (defaults.c, chunk_one_wave_sm90). Speculative decode of
+     * fewer units than half a wave takes its row by units first: over few
+     * keys, 16 tokens of group 4 ran the dense row 1.18-1.20x the 32-row
+     * tile's time on the H100 (defaults.c, splitkv_sm90_spec_units). */
+    const int64_t group = key->group > 1 ? key->group : 1;
+    const int64_t units = batch * (heads_q / group > 0 ? heads_q / group : 1);
+    const int64_t packed = key->seqlen_q * group;
+    tt_config w;
+    if (packed > 16 &&
+        tt__config_default_splitkv_units(lim->arch, packed, key->seqlen_k, key->head_dim, units,
+                                         lim->sm_count, 0, &w) == 0 &&
+        tt__variant_check(&w, key->head_dim, lim, NULL, 0) == 0) {
+        *out = w;
+        return 0;
+    }
     const double ctas =
         (double)batch * (double)heads_q * (double)((key->seqlen_q + 63) / 64); /* no overflow */
     if (4 * ctas >= 3.0 * lim->sm_count) {
@@ -568,11 +582,8 @@ int tt__sdpa_device_default_at(const tt_key_v2 *key, const tt__device_limits *li
     /* more (batch, K/V head) units than a wave: the row that fits two or
      * three CTAs an SM (defaults.c, splitkv_sm90_wide); few over a short
      * cache: the 64-key row (splitkv_sm90_few_units) */
-    const int64_t group = key->group > 1 ? key->group : 1;
-    const int64_t units = batch * (heads_q / group > 0 ? heads_q / group : 1);
-    tt_config w;
-    if (tt__config_default_splitkv_units(lim->arch, key->seqlen_q * group, key->seqlen_k, key->head_dim,
-                                         units, lim->sm_count, 0, &w) == 0 &&
+    if (tt__config_default_splitkv_units(lim->arch, packed, key->seqlen_k, key->head_dim, units,
+                                         lim->sm_count, 0, &w) == 0 &&
         tt__variant_check(&w, key->head_dim, lim, NULL, 0) == 0)
         *out = w;
     return 0;

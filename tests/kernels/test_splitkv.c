@@ -655,6 +655,17 @@ TEST(chunk_default_follows_the_batch) {
     ASSERT(c.family == TT_FAMILY_WGMMA && c.block_n == 192);
     c = default_at(90, 128, 64, 4096, 4, 0, 0); /* unknown: the key's default */
     ASSERT_EQ(c.family, TT_FAMILY_SPLITKV);
+    /* d64 in one wave: the dense rows up to 16k keys, past them splitkv's
+     * 128-row tile (a K/V read once a group); two waves stay dense */
+    c = default_at(90, 64, 64, 32768, 4, 4, 32); /* 128 CTAs */
+    ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_m == 128 && c.block_n == 64 && c.warps == 4 &&
+           c.stages == 2 && c.q_in_regs == 1);
+    c = default_at(90, 64, 64, 16384, 4, 4, 32);
+    ASSERT(c.family == TT_FAMILY_WGMMA && c.block_m == 64 && c.block_n == 192);
+    c = default_at(90, 64, 64, 4096, 4, 4, 32);
+    ASSERT(c.family == TT_FAMILY_WGMMA && c.block_m == 64 && c.block_n == 128);
+    c = default_at(90, 64, 64, 32768, 4, 8, 32); /* 256 CTAs */
+    ASSERT(c.family == TT_FAMILY_WGMMA && c.block_m == 64 && c.block_n == 192);
     c = default_at(90, 128, 512, 32768, 1, 1, 32); /* 8 blocks x 32 heads */
     ASSERT_EQ(c.family, TT_FAMILY_WS);
     c = default_at(90, 64, 512, 16384, 1, 2, 32); /* d64: the persistent 128x176 */
@@ -703,9 +714,14 @@ TEST(decode_over_few_keys) {
     ASSERT(k.block_m == 16 && k.block_n == 128 && k.warps == 4 && k.stages == 3);
     c = default_at(90, 128, 2, 1024, 8, 8, 32);
     ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_n == 64 && c.warps == 4);
-    /* 16 tokens of group 4: 256 CTAs fill the GPU, 32 do not */
-    c = default_at(90, 128, 16, 1024, 4, 8, 32);
+    /* 16 tokens of group 4: 512 CTAs fill the GPU, 32 do not; at batch 8
+     * (64 units, under half a wave) the 32-row tile by units */
+    c = default_at(90, 128, 16, 1024, 4, 16, 32);
     ASSERT(c.family == TT_FAMILY_WGMMA && c.block_m == 64 && c.block_n == 64);
+    c = default_at(90, 128, 16, 1024, 4, 8, 32);
+    ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_m == 32 && c.block_n == 128);
+    c = default_at(90, 64, 16, 1024, 4, 8, 32);
+    ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_m == 32 && c.block_n == 128 && c.stages == 4);
     c = default_at(90, 64, 16, 1024, 8, 8, 32);
     ASSERT(c.family == TT_FAMILY_WGMMA && c.block_n == 128);
     c = default_at(90, 128, 16, 1024, 4, 1, 32);
@@ -783,29 +799,51 @@ TEST(decode_default_follows_the_units) {
     IS(default_at(90, 128, 16, 4096, 1, 5, 32), 64, 2); /* 160 units */
     IS(default_at(90, 128, 8, 4096, 1, 1, 32), 128, 3);
     IS(default_at(90, 64, 2, 4096, 8, 1, 32), 128, 3);
-    /* the 32-row class at d128 over more than 1024 keys, a quarter to
-     * half a wave of units (34-66 on 132 SMs): the 16-row 128-key tile,
-     * two query blocks a unit; elsewhere its row by packed rows */
-#define SPEC_HALF_WAVE(c)                                                                                  \
-    ASSERT((c).family == TT_FAMILY_SPLITKV && (c).block_m == 16 && (c).block_n == 128 && (c).warps == 4 && \
-           (c).stages == 3 && (c).q_in_regs == 1 && (c).split_ctas == 0)
-    SPEC_HALF_WAVE(default_at(90, 128, 8, 4096, 4, 8, 32));   /* 8 tokens of group 4, 64 units */
-    SPEC_HALF_WAVE(default_at(90, 128, 4, 32768, 8, 16, 32)); /* 4 of group 8, 64 units */
-    SPEC_HALF_WAVE(default_at(90, 128, 8, 8192, 4, 5, 32));   /* 40 units */
-    SPEC_HALF_WAVE(default_at(90, 128, 8, 1025, 4, 8, 32));
-    tt_config c = default_at(90, 128, 8, 4096, 4, 66, 32); /* 528 units */
+    /* 17-64 packed rows over more than 1024 keys of a contiguous cache,
+     * fewer units than half a wave (66 on 132 SMs): the tile a size down,
+     * two query blocks a unit. d128 32 rows: 16x128 with 4 warps at a
+     * quarter to half a wave (34-66 units), 8 warps at an eighth to a
+     * quarter (17-33); d64 32 rows: 16x128 with 8 warps and 4 stages at a
+     * sixteenth to half a wave (9-66); 64 rows at a quarter to half a
+     * wave: d128 32x128, and over at most 1024 keys d64 32x128 with 4
+     * stages. Elsewhere the row by packed rows. */
+#define SPEC(c, bm, w, st, q)                                                              \
+    ASSERT((c).family == TT_FAMILY_SPLITKV && (c).block_m == (bm) && (c).block_n == 128 && \
+           (c).warps == (w) && (c).stages == (st) && (c).q_in_regs == (q) && (c).split_ctas == 0)
+    SPEC(default_at(90, 128, 8, 4096, 4, 8, 32), 16, 4, 3, 1);   /* 8 tokens of group 4, 64 units */
+    SPEC(default_at(90, 128, 4, 32768, 8, 16, 32), 16, 4, 3, 1); /* 4 of group 8, 64 units */
+    SPEC(default_at(90, 128, 8, 8192, 4, 5, 32), 16, 4, 3, 1);   /* 40 units */
+    SPEC(default_at(90, 128, 8, 1025, 4, 8, 32), 16, 4, 3, 1);
+    SPEC(default_at(90, 128, 8, 4096, 4, 33, 8), 16, 4, 3, 1);   /* 66 units: half a wave */
+    SPEC(default_at(90, 128, 4, 4096, 8, 8, 32), 16, 8, 3, 1);   /* 4 of group 8 at batch 8: 32 units */
+    SPEC(default_at(90, 128, 8, 4096, 4, 4, 32), 16, 8, 3, 1);   /* 32 units */
+    SPEC(default_at(90, 128, 8, 4096, 4, 33, 4), 16, 8, 3, 1);   /* 33: a quarter wave */
+    SPEC(default_at(90, 128, 8, 4096, 4, 17, 4), 16, 8, 3, 1);   /* 17: past an eighth */
+    SPEC(default_at(90, 64, 8, 4096, 4, 8, 32), 16, 8, 4, 1);    /* d64, 64 units */
+    SPEC(default_at(90, 64, 4, 32768, 8, 8, 32), 16, 8, 4, 1);   /* d64, 32 units */
+    SPEC(default_at(90, 64, 8, 4096, 4, 9, 4), 16, 8, 4, 1);     /* d64, 9 units: past a sixteenth */
+    SPEC(default_at(90, 128, 16, 4096, 4, 8, 32), 32, 4, 3, 0);  /* 16 tokens of group 4, 64 units */
+    SPEC(default_at(90, 128, 8, 16384, 8, 10, 32), 32, 4, 3, 0); /* 8 of group 8, 40 units */
+    tt_config c = default_at(90, 128, 8, 4096, 4, 66, 32);       /* 528 units */
     ASSERT_EQ(c.block_m, 32);
-    ASSERT_EQ(default_at(90, 128, 8, 4096, 4, 4, 32).block_m, 32);  /* 32 units: a quarter wave or less */
     ASSERT_EQ(default_at(90, 128, 8, 4096, 4, 9, 32).block_m, 32);  /* 72: past half a wave */
-    ASSERT_EQ(default_at(90, 128, 4, 4096, 8, 8, 32).block_m, 32);  /* 4 of group 8 at batch 8: 32 units */
+    ASSERT_EQ(default_at(90, 128, 8, 4096, 4, 2, 32).block_m, 32);  /* 16: an eighth or less */
     ASSERT_EQ(default_at(90, 128, 8, 1024, 4, 8, 32).warps, 8);     /* 1024 keys: the short cache's row */
-    ASSERT_EQ(default_at(90, 64, 8, 4096, 4, 8, 32).block_m, 32);   /* d64: not timed apart, its row */
-    ASSERT_EQ(default_at(90, 128, 16, 4096, 4, 8, 32).block_m, 64); /* 64 packed rows keep theirs */
+    ASSERT_EQ(default_at(90, 64, 8, 4096, 4, 1, 32).block_m, 32);   /* d64, 8 units */
+    ASSERT_EQ(default_at(90, 64, 8, 4096, 4, 9, 32).block_m, 32);   /* d64, 72 units */
+    ASSERT_EQ(default_at(90, 128, 16, 4096, 4, 4, 32).block_m, 64); /* 64 rows, 32 units */
+    ASSERT_EQ(default_at(90, 128, 16, 4096, 4, 9, 32).block_m, 64); /* 64 rows, 72 units */
+    SPEC(default_at(90, 128, 16, 1024, 4, 8, 32), 32, 4, 3, 0);     /* over few keys too */
+    SPEC(default_at(90, 64, 16, 1024, 4, 8, 32), 32, 4, 4, 1);      /* d64 64 rows over few keys */
+    ASSERT_EQ(default_at(90, 64, 16, 4096, 4, 8, 32).block_m, 64);  /* d64 64 rows past them: not timed */
+    ASSERT_EQ(default_at(90, 128, 64, 4096, 4, 8, 32).family, TT_FAMILY_WGMMA); /* 256 rows: dense */
     ASSERT_OK(tt__splitkv_default(32, 4096, 128, NULL, 64, 0, &c));
-    SPEC_HALF_WAVE(c);
+    SPEC(c, 16, 4, 3, 1);
     ASSERT_OK(tt__splitkv_default(32, 4096, 128, NULL, 64, 1, &c)); /* paged: not timed, the row */
     ASSERT_EQ(c.block_m, 32);
-#undef SPEC_HALF_WAVE
+    ASSERT_OK(tt__splitkv_default(64, 4096, 128, NULL, 64, 0, &c));
+    SPEC(c, 32, 4, 3, 0);
+#undef SPEC
     /* other archs keep their rows */
     c = default_at(80, 128, 1, 4096, 4, 66, 32);
     ASSERT(c.family == TT_FAMILY_SPLITKV && c.block_n == 64 && c.stages == 2 && c.split_ctas == 2);
