@@ -25,6 +25,7 @@ median): the ratio's source says which (`tune` or `bench`).
         [--dtype bf16|fp16 [--seqlen LIST] [--seqlen-k LIST] [--group LIST] [--hdim LIST]]
         [--shard I/N] [--cap-s 420] [--bench-s 60]
     bench/inference/grid.py --analyse DB --defaults CSV --out OUT
+    bench/inference/grid.py --analyse DB --build BUILD --defaults-at 90:132 --out OUT
 
 Writes OUT/grid-defaults.csv (a row a key of the job), OUT/grid-defaults.md
 (per regime decode/chunk/prefill and overall: geometric mean and worst of
@@ -40,6 +41,7 @@ import os
 import re
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -556,8 +558,33 @@ def tune_main(args):
     write(rows, args.out, meta)
 
 
+def defaults_at(build, arch_sms, db, out):
+    """key -> the default tt_sdpa_fwd runs at the size the tune measured the
+    key, on a nominal device "ARCH:SMS" (no GPU: tt_default_at, built from
+    bench/inference/default_at.c); written to out as defaults.csv."""
+    arch, _, sms = arch_sms.partition(":")
+    if not (arch.isdigit() and sms.isdigit()):
+        raise SystemExit(f"--defaults-at {arch_sms!r}: give ARCH:SMS, e.g. 90:132")
+    tool = os.path.join(build, "bench", "inference", "tt_default_at")
+    if not os.access(tool, os.X_OK):
+        raise SystemExit(f"--defaults-at: {tool} not built (target tt_default_at)")
+    sizes = measured_sizes(db)
+    rows = "".join(",".join(str(x) for x in k + sizes[k]) + "\n" for k in sorted(sizes))
+    r = subprocess.run([tool, arch, sms], input="dtype,head_dim,causal,seqlen_q,seqlen_k,gqa_group,batch,heads\n"
+                       + rows, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"tt_default_at: {r.stderr.strip()}")
+    with open(out, "w") as f:
+        f.write(r.stdout)
+    return read_defaults(out)
+
+
 def analyse_main(args):
-    if args.defaults:
+    if args.defaults_at:
+        if not args.build:
+            raise SystemExit("--defaults-at: give --build (where tt_default_at is)")
+        defaults = defaults_at(args.build, args.defaults_at, args.analyse, os.path.join(args.out, "defaults.csv"))
+    elif args.defaults:
         defaults = read_defaults(args.defaults)
     else:
         con = sqlite3.connect(f"file:{args.analyse}?mode=ro", uri=True)
@@ -594,6 +621,9 @@ def main():
                     help="also time this many keys whose default the tune timed, to compare the sources")
     ap.add_argument("--analyse", metavar="DB", help="only read DB (a tiletune database) and write the summary")
     ap.add_argument("--defaults", metavar="CSV", help="with --analyse: the run's defaults.csv")
+    ap.add_argument("--defaults-at", metavar="ARCH:SMS",
+                    help="with --analyse and --build: the defaults of this tree on a nominal device (90:132, an "
+                    "H100 SXM or H200) at the sizes the tune measured, not the run's")
     ap.add_argument("--job", type=int, help="with --analyse: the job (default: the newest)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)

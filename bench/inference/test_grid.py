@@ -231,6 +231,33 @@ def run(tmp):
     check(x["default_status"] == "dropped" and x["ratio"] == "" and "0.0900" in x["default_note"],
           f"fast mode: the skipped default is dropped, its timing noted ({x['default_status']}, {x['default_note']})")
 
+    # --defaults-at: this tree's defaults on a nominal device at the sizes
+    # the tune measured, no GPU (tt_default_at)
+    tool = os.path.join(build, "bench", "inference", "tt_default_at")
+    if not os.access(tool, os.X_OK):
+        print(f"skip --defaults-at: {tool} not built")
+        return
+    at = grid.defaults_at(build, "90:132", db, os.path.join(tmp, "defaults-at.csv"))
+    sizes = grid.measured_sizes(db)
+    check(set(at) == set(sizes) and all(c.startswith("family=") for c in at.values()),
+          f"--defaults-at 90:132: a default for each key the tune measured ({len(at)} of {len(sizes)})")
+
+    def default_at(*rows, arch="90"):
+        text = "".join(",".join(str(x) for x in r) + "\n" for r in rows)
+        return subprocess.run([tool, arch, "132"], input=text, capture_output=True, text=True)
+    # 8 tokens of group 4 over 4096 keys: at batch 8 (64 units, under half a
+    # wave of 132 SMs) the 16-row tile, at batch 1 the 32-row row
+    r = default_at(("bf16", 128, 2, 8, 4096, 4, 8, 32), ("bf16", 128, 2, 8, 4096, 4, 1, 32))
+    got = [x.split(",")[6:8] for x in r.stdout.splitlines()[1:]]
+    check(r.returncode == 0 and got == [['"family=splitkv', "block_m=16"], ['"family=splitkv', "block_m=32"]],
+          f"tt_default_at follows the call's batch ({r.returncode}: {got})")
+    r = default_at(("bf16", 128, 2, 8, 4096))
+    check(r.returncode == 1 and "line 1" in r.stderr, f"a short row: exit 1, the line named ({r.stderr.strip()})")
+    r = default_at(("bf16", 100, 2, 8, 4096, 4, 8, 32))
+    check(r.returncode == 1, f"a head dim with no kernel: exit 1 ({r.stderr.strip()})")
+    r = default_at(("bf16", 128, 2, 8, 4096, 4, 8, 32), arch="7")
+    check(r.returncode == 2 and "arch 7" in r.stderr, f"an arch with no nominal device: exit 2 ({r.stderr.strip()})")
+
 
 if __name__ == "__main__":
     sys.exit(run_in_temp(run, "tt-test-grid.", "TT_GRID_KEEP"))
