@@ -245,8 +245,9 @@ static const struct splitkv_row splitkv_sm90_few_units = {16, 128, 16, 64, 4, 3,
  * doubles the CTAs without a split's merge (the second block reads its
  * K/V from L2). A row serves units in (sm/lo, sm/hi] over seqlen_k in
  * (keys_min, keys_max]. Measured on the inference grid's keys at the
- * tune's batches (docs/perf.md, the inference grid on the H100 and
- * speculative rows by units):
+ * tune's batches (docs/perf.md, the inference grid on the H100, and
+ * speculative decode by units: with these rows 169 of 169 keys of the
+ * H100's grid within 1.15; not yet timed on the H200):
  * - d128, 32 rows (8 tokens of group 4, 4 of group 8), a quarter to half
  *   a wave: 16x128 4 warps, the H100 grid's winner over 4k keys (the
  *   32x64 row 1.21x) and the H200's over 8k (1.087x);
