@@ -23,12 +23,9 @@ static int row(const char *line, tt_key_v2 *k, int64_t *batch, int64_t *heads) {
     if (sscanf(line, "%7[^,],%d,%d,%lld,%lld,%lld,%lld,%lld", dtype, &d, &c, &lq, &lk, &g, &b, &h) != 8)
         return -1;
     memset(k, 0, sizeof *k);
-    if (strcmp(dtype, "bf16") == 0)
-        k->dtype = TT_DTYPE_BF16;
-    else if (strcmp(dtype, "fp16") == 0)
-        k->dtype = TT_DTYPE_FP16;
-    else
-        return -1;
+    if (strcmp(dtype, "bf16") == 0) k->dtype = TT_DTYPE_BF16;
+    else if (strcmp(dtype, "fp16") == 0) k->dtype = TT_DTYPE_FP16;
+    else return -1;
     k->head_dim = d;
     k->causal = c;
     k->seqlen_q = lq;
