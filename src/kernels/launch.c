@@ -581,8 +581,10 @@ int tt__sdpa_device_default_at(const tt_key_v2 *key, const tt__device_limits *li
     if (out->family != TT_FAMILY_SPLITKV) return 0;
     /* more (batch, K/V head) units than a wave: the row that fits two or
      * three CTAs an SM (defaults.c, splitkv_sm90_wide); few over a short
-     * cache: the 64-key row (splitkv_sm90_few_units) */
-    if (tt__config_default_splitkv_units(lim->arch, packed, key->seqlen_k, key->head_dim, units,
+     * cache: the 64-key row (splitkv_sm90_few_units); past 16 rows it
+     * answered above */
+    if (packed <= 16 &&
+        tt__config_default_splitkv_units(lim->arch, packed, key->seqlen_k, key->head_dim, units,
                                          lim->sm_count, 0, &w) == 0 &&
         tt__variant_check(&w, key->head_dim, lim, NULL, 0) == 0)
         *out = w;
