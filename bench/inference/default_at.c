@@ -23,9 +23,7 @@ static int row(const char *line, tt_key_v2 *k, int64_t *batch, int64_t *heads) {
     if (sscanf(line, "%7[^,],%d,%d,%lld,%lld,%lld,%lld,%lld", dtype, &d, &c, &lq, &lk, &g, &b, &h) != 8)
         return -1;
     memset(k, 0, sizeof *k);
-    if (strcmp(dtype, "bf16") == 0) k->dtype = TT_DTYPE_BF16;
-    else if (strcmp(dtype, "fp16") == 0) k->dtype = TT_DTYPE_FP16;
-    else return -1;
+    if (tt__dtype_parse(dtype, &k->dtype) < 0) return -1;
     k->head_dim = d;
     k->causal = c;
     k->seqlen_q = lq;
@@ -64,8 +62,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s: line %d: no default: %s\n", argv[0], n, err);
             return 1;
         }
-        printf("%s,%d,%d,%lld,%lld,%d,\"%s\"\n", k.dtype == TT_DTYPE_BF16 ? "bf16" : "fp16", (int)k.head_dim,
-               (int)k.causal, (long long)k.seqlen_q, (long long)k.seqlen_k, (int)k.group, text);
+        printf("%s,%d,%d,%lld,%lld,%d,\"%s\"\n", tt__dtype_name(k.dtype), (int)k.head_dim, (int)k.causal,
+               (long long)k.seqlen_q, (long long)k.seqlen_k, (int)k.group, text);
     }
     return 0;
 }
