@@ -143,6 +143,26 @@ TEST(slices_split_a_timing_evenly_and_never_empty) {
     ASSERT_EQ(tt_wslice(10, 0, 0), 10);
 }
 
+TEST(no_timed_launch_reads_the_set_its_predecessor_read) {
+    /* the warm-up reads set 0; then 200 timed launches */
+    for (int nsets = 2; nsets <= 8; nsets++) {
+        int prev = 0, seen[8] = {0};
+        for (int i = 0; i < 200; i++) {
+            int s = tt_wset(i, nsets);
+            ASSERT(s >= 0 && s < nsets);
+            ASSERT(s != prev);
+            seen[s]++;
+            prev = s;
+        }
+        /* every set in turn: each read 200/nsets times, give or take one */
+        for (int s = 0; s < nsets; s++) ASSERT(seen[s] >= 200 / nsets && seen[s] <= 200 / nsets + 1);
+    }
+    /* one set (a problem over twice the L2): nothing to rotate */
+    for (int i = 0; i < 5; i++) ASSERT_EQ(tt_wset(i, 1), 0);
+    ASSERT_EQ(tt_wset(3, 0), 0);
+    ASSERT_EQ(tt_wset(-1, 4), 0);
+}
+
 TEST(halving_keeps_the_best_half_within_the_cut) {
     int keep[8];
     /* 6 live, 2 out: the best 3, but 1.40 is more than 15% over 1.0 */

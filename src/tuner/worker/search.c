@@ -116,6 +116,11 @@ int tt_wslice(int total, int slices, int s) {
     return total / slices + (s < total % slices);
 }
 
+int tt_wset(int i, int nsets) {
+    if (nsets < 2 || i < 0) return 0;
+    return (i + 1) % nsets;
+}
+
 /* The wide batch: enough (batch, K/V head) units for CROSS_WAVES waves of
  * one CTA an SM, so nothing is split and the tile alone decides; its K
  * and V (2 tensors of 2-byte elements) at most CROSS_KV_BYTES, which the

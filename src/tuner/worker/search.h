@@ -51,6 +51,12 @@ int tt_wreps(double t1_ms, double budget_ms, int min_reps, int max_reps);
  * (every slice times at least once). 0 for s outside [0, slices). */
 int tt_wslice(int total, int slices, int s);
 
+/* The input set timed launch `i` (0-based) of a slice reads, of `nsets`
+ * rotated: the slice's warm-up reads set 0 and each timed launch the set
+ * after its predecessor's, so with two or more sets no timed launch finds
+ * the previous launch's inputs in L2 (with one set, 0). */
+int tt_wset(int i, int nsets);
+
 /*
  * One round of successive halving. `median[i]` is candidate i's median
  * time, or a negative value for a candidate already out (it stays out).
